@@ -1,0 +1,17 @@
+"""Test-wide settings: strict broadcasting, a persistent compile cache."""
+
+import os
+
+os.environ.setdefault('MUJOCO_GL', 'egl')
+os.environ.setdefault('XLA_PYTHON_CLIENT_PREALLOCATE', 'false')
+
+import jax  # pylint: disable=g-import-not-at-top
+
+# A silent broadcast is a bug in a loss; make it fail loudly.
+jax.config.update('jax_numpy_rank_promotion', 'raise')
+# Compiles dominate test time on 2 cores; reuse them across runs.
+jax.config.update('jax_compilation_cache_dir',
+                  os.environ.get('ROXIE_JAX_CACHE',
+                                 os.path.join(os.path.dirname(__file__), '..',
+                                              '.jax_cache')))
+jax.config.update('jax_persistent_cache_min_compile_time_secs', 0.5)
