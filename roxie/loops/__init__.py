@@ -1,0 +1,25 @@
+"""Scanned collectors, evaluation and the compiled training loop."""
+
+from roxie.loops.collect import EpisodeStats
+from roxie.loops.collect import Step
+from roxie.loops.collect import make_env_step
+from roxie.loops.collect import uniform_actions
+from roxie.loops.compiled import LoopOutput
+from roxie.loops.compiled import LoopState
+from roxie.loops.compiled import env_steps_per_iteration
+from roxie.loops.compiled import make_compiled_loop
+from roxie.loops.evaluate import EvalResult
+from roxie.loops.evaluate import make_evaluator
+
+__all__ = (
+    'EpisodeStats',
+    'EvalResult',
+    'LoopOutput',
+    'LoopState',
+    'Step',
+    'env_steps_per_iteration',
+    'make_compiled_loop',
+    'make_env_step',
+    'make_evaluator',
+    'uniform_actions',
+)
