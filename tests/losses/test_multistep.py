@@ -240,8 +240,7 @@ def test_n_step_returns_agree_with_transitions(episode):
     stop = min(t + n, seq_len)
     window_end = end[t:stop].copy()
     window_end[-1] = True  # The sequence end cuts the window like an end.
-    tr = _jit_transition(r[t:stop], d[t:stop], window_end) if stop - t == n \
-        else multistep.n_step_transition(r[t:stop], d[t:stop], window_end)
+    tr = _jit_transition(r[t:stop], d[t:stop], window_end)
     np.testing.assert_allclose(
         out[t], tr.reward + tr.discount * v[t + int(tr.last)],
         rtol=1e-5, atol=1e-5)
