@@ -3,14 +3,28 @@
 Every function takes ONE unbatched example; batch with `jax.vmap`.
 """
 
+from roxie.losses.distributional import categorical_mean
+from roxie.losses.distributional import categorical_td_loss
+from roxie.losses.distributional import categorical_td_target
+from roxie.losses.distributional import twin_categorical_target
 from roxie.losses.multistep import lambda_returns
 from roxie.losses.multistep import n_step_returns
 from roxie.losses.multistep import n_step_transition
 from roxie.losses.multistep import NStepOutput
+from roxie.losses.value_learning import clipped_double_q
+from roxie.losses.value_learning import td_target
+from roxie.losses.value_learning import twin_q_target
 
 __all__ = (
+    'categorical_mean',
+    'categorical_td_loss',
+    'categorical_td_target',
+    'clipped_double_q',
     'lambda_returns',
     'n_step_returns',
     'n_step_transition',
     'NStepOutput',
+    'td_target',
+    'twin_categorical_target',
+    'twin_q_target',
 )
