@@ -7,10 +7,16 @@ from roxie.losses.distributional import categorical_mean
 from roxie.losses.distributional import categorical_td_loss
 from roxie.losses.distributional import categorical_td_target
 from roxie.losses.distributional import twin_categorical_target
+from roxie.losses.dpg import dpg_actor_loss
+from roxie.losses.dpg import dpg_loss
+from roxie.losses.dpg import saturation_penalty
 from roxie.losses.multistep import lambda_returns
 from roxie.losses.multistep import n_step_returns
 from roxie.losses.multistep import n_step_transition
 from roxie.losses.multistep import NStepOutput
+from roxie.losses.sac import sac_actor_loss
+from roxie.losses.sac import sac_critic_target
+from roxie.losses.sac import sac_temperature_loss
 from roxie.losses.value_learning import clipped_double_q
 from roxie.losses.value_learning import td_target
 from roxie.losses.value_learning import twin_q_target
@@ -20,10 +26,16 @@ __all__ = (
     'categorical_td_loss',
     'categorical_td_target',
     'clipped_double_q',
+    'dpg_actor_loss',
+    'dpg_loss',
     'lambda_returns',
     'n_step_returns',
     'n_step_transition',
     'NStepOutput',
+    'sac_actor_loss',
+    'sac_critic_target',
+    'sac_temperature_loss',
+    'saturation_penalty',
     'td_target',
     'twin_categorical_target',
     'twin_q_target',
