@@ -1,0 +1,46 @@
+"""roxie.networks: haiku modules for continuous-control agents.
+
+Torsos, policy heads (deterministic, tanh-Gaussian, Gaussian), critics
+(Q, twin-Q, categorical, twin categorical, value) and the small pure-jnp
+distributions the policy heads return. Build modules inside `hk.transform`.
+"""
+
+from roxie.networks.actors import DeterministicActor
+from roxie.networks.actors import DeterministicActorOutput
+from roxie.networks.actors import GaussianActor
+from roxie.networks.actors import TanhGaussianActor
+from roxie.networks.critics import CategoricalCritic
+from roxie.networks.critics import CategoricalQ
+from roxie.networks.critics import QCritic
+from roxie.networks.critics import TwinCategoricalCritic
+from roxie.networks.critics import TwinQCritic
+from roxie.networks.critics import ValueHead
+from roxie.networks.critics import ValueNetwork
+from roxie.networks.distributions import DiagGaussian
+from roxie.networks.distributions import tanh_log_det_jacobian
+from roxie.networks.distributions import TanhGaussian
+from roxie.networks.torsos import check_last_axis
+from roxie.networks.torsos import ensemble
+from roxie.networks.torsos import MLP
+from roxie.networks.torsos import small_init
+
+__all__ = (
+    'CategoricalCritic',
+    'CategoricalQ',
+    'check_last_axis',
+    'DeterministicActor',
+    'DeterministicActorOutput',
+    'DiagGaussian',
+    'ensemble',
+    'GaussianActor',
+    'MLP',
+    'QCritic',
+    'small_init',
+    'tanh_log_det_jacobian',
+    'TanhGaussian',
+    'TanhGaussianActor',
+    'TwinCategoricalCritic',
+    'TwinQCritic',
+    'ValueHead',
+    'ValueNetwork',
+)

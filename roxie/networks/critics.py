@@ -1,0 +1,288 @@
+"""Critics: Q(s, a) as a scalar or a categorical distribution, and V(s).
+
+Inputs may carry any number of leading batch axes (including none); the
+observation and the action must share them. Twin critics hold their members
+on one leading ensemble axis (see `torsos.ensemble`), so the two critics of
+TD3/SAC/TD4 are one module, one set of stacked arrays and one forward pass.
+"""
+
+from typing import Callable, NamedTuple, Optional, Sequence
+
+import chex
+import haiku as hk
+import jax
+import jax.numpy as jnp
+
+from roxie.networks import torsos
+
+Array = chex.Array
+
+
+def _critic_input(obs: Array, action: Array, obs_size: Optional[int],
+                  action_size: Optional[int], where: str) -> Array:
+  torsos.check_last_axis(obs, obs_size, 'obs', where)
+  torsos.check_last_axis(action, action_size, 'action', where)
+  if jnp.shape(obs)[:-1] != jnp.shape(action)[:-1]:
+    raise ValueError(
+        f'{where}: obs and action must share their batch axes, got shapes '
+        f'{tuple(jnp.shape(obs))} and {tuple(jnp.shape(action))}.')
+  return jnp.concatenate([obs, action], axis=-1)
+
+
+class CategoricalQ(NamedTuple):
+  """A distributional Q-value: logits over fixed, evenly spaced atoms.
+
+  "A Distributional Perspective on Reinforcement Learning", Bellemare et al.,
+  2017 (https://arxiv.org/abs/1707.06887).
+  """
+  logits: Array  # [..., K] (with a leading ensemble axis for twin critics).
+  atoms: Array  # [K] the support, shared by every batch element.
+
+  def probs(self) -> Array:
+    """[..., K] probabilities of the atoms."""
+    return jax.nn.softmax(self.logits, axis=-1)
+
+  def mean(self) -> Array:
+    """[...] the expected Q-value."""
+    return self.probs() @ self.atoms
+
+
+class QCritic(hk.Module):
+  """An MLP Q-function: (obs [..., O], action [..., A]) -> [...]."""
+
+  def __init__(self,
+               *,
+               hidden_sizes: Sequence[int] = (256, 256),
+               activation: Callable[[Array], Array] = jax.nn.relu,
+               layer_norm: bool = False,
+               obs_size: Optional[int] = None,
+               action_size: Optional[int] = None,
+               output_init_scale: float = 1e-4,
+               name: Optional[str] = None):
+    """Builds the critic.
+
+    Args:
+      hidden_sizes: widths of the torso's layers.
+      activation: the torso's nonlinearity.
+      layer_norm: whether the torso uses LayerNorm.
+      obs_size: if given, observations must have this size (checked).
+      action_size: if given, actions must have this size (checked).
+      output_init_scale: variance scale of the output layer's initialiser.
+      name: module name.
+    """
+    super().__init__(name=name)
+    self._obs_size = obs_size
+    self._action_size = action_size
+    self._torso = torsos.MLP(hidden_sizes, activation=activation,
+                             layer_norm=layer_norm, name='torso')
+    self._head = hk.Linear(1, w_init=torsos.small_init(output_init_scale),
+                           name='head')
+
+  def __call__(self, obs: Array, action: Array) -> Array:
+    """Returns Q(obs, action), shaped like the shared batch axes."""
+    x = _critic_input(obs, action, self._obs_size, self._action_size,
+                      self.module_name)
+    return jnp.squeeze(self._head(self._torso(x)), axis=-1)
+
+
+class TwinQCritic(hk.Module):
+  """`num_critics` independent Q-functions on one leading ensemble axis.
+
+  For clipped double Q-learning ("Addressing Function Approximation Error in
+  Actor-Critic Methods", Fujimoto et al., 2018,
+  https://arxiv.org/abs/1802.09477): (obs [..., O], action [..., A]) ->
+  [num_critics, ...].
+  """
+
+  def __init__(self,
+               *,
+               num_critics: int = 2,
+               hidden_sizes: Sequence[int] = (256, 256),
+               activation: Callable[[Array], Array] = jax.nn.relu,
+               layer_norm: bool = False,
+               obs_size: Optional[int] = None,
+               action_size: Optional[int] = None,
+               output_init_scale: float = 1e-4,
+               name: Optional[str] = None):
+    """Builds the critics; arguments as `QCritic`'s, plus `num_critics`."""
+    super().__init__(name=name)
+    self._num_critics = num_critics
+    self._obs_size = obs_size
+    self._action_size = action_size
+    self._member_kwargs = dict(
+        hidden_sizes=hidden_sizes, activation=activation,
+        layer_norm=layer_norm, output_init_scale=output_init_scale)
+
+  def __call__(self, obs: Array, action: Array) -> Array:
+    """Returns [num_critics, ...] Q-values, one row per critic."""
+    # Check here so that errors name this module, not the inner one.
+    _critic_input(obs, action, self._obs_size, self._action_size,
+                  self.module_name)
+    member = lambda o, a: QCritic(**self._member_kwargs, name='q_critic')(o, a)
+    return torsos.ensemble(member, size=self._num_critics)(obs, action)
+
+
+class CategoricalCritic(hk.Module):
+  """An MLP distributional Q-function over fixed atoms, as in D4PG.
+
+  "Distributed Distributional Deterministic Policy Gradients", Barth-Maron et
+  al., 2018 (https://arxiv.org/abs/1804.08617): (obs [..., O],
+  action [..., A]) -> `CategoricalQ` with logits [..., K] on
+  linspace(v_min, v_max, K).
+  """
+
+  def __init__(self,
+               *,
+               v_min: float,
+               v_max: float,
+               num_atoms: int = 51,
+               hidden_sizes: Sequence[int] = (256, 256),
+               activation: Callable[[Array], Array] = jax.nn.relu,
+               layer_norm: bool = False,
+               obs_size: Optional[int] = None,
+               action_size: Optional[int] = None,
+               output_init_scale: float = 1e-4,
+               name: Optional[str] = None):
+    """Builds the critic.
+
+    Args:
+      v_min: the smallest atom.
+      v_max: the largest atom.
+      num_atoms: K, the number of atoms.
+      hidden_sizes: widths of the torso's layers.
+      activation: the torso's nonlinearity.
+      layer_norm: whether the torso uses LayerNorm.
+      obs_size: if given, observations must have this size (checked).
+      action_size: if given, actions must have this size (checked).
+      output_init_scale: variance scale of the output layer's initialiser
+        (near zero starts from a near-uniform distribution).
+      name: module name.
+    """
+    super().__init__(name=name)
+    if not v_min < v_max or num_atoms < 2:
+      raise ValueError(f'Need v_min < v_max and num_atoms >= 2, got {v_min}, '
+                       f'{v_max}, {num_atoms}.')
+    self._v_min, self._v_max = float(v_min), float(v_max)
+    self._num_atoms = num_atoms
+    self._obs_size = obs_size
+    self._action_size = action_size
+    self._torso = torsos.MLP(hidden_sizes, activation=activation,
+                             layer_norm=layer_norm, name='torso')
+    self._head = hk.Linear(num_atoms,
+                           w_init=torsos.small_init(output_init_scale),
+                           name='head')
+
+  @property
+  def atoms(self) -> Array:
+    """[K] the fixed support."""
+    return jnp.linspace(self._v_min, self._v_max, self._num_atoms)
+
+  def __call__(self, obs: Array, action: Array) -> CategoricalQ:
+    """Returns logits [..., K] and the atoms [K]."""
+    x = _critic_input(obs, action, self._obs_size, self._action_size,
+                      self.module_name)
+    return CategoricalQ(logits=self._head(self._torso(x)), atoms=self.atoms)
+
+
+class TwinCategoricalCritic(hk.Module):
+  """`num_critics` independent `CategoricalCritic`s on one ensemble axis.
+
+  For TD4-style agents (twin distributional critics): (obs [..., O],
+  action [..., A]) -> `CategoricalQ` with logits [num_critics, ..., K] and
+  atoms [K].
+  """
+
+  def __init__(self,
+               *,
+               v_min: float,
+               v_max: float,
+               num_atoms: int = 51,
+               num_critics: int = 2,
+               hidden_sizes: Sequence[int] = (256, 256),
+               activation: Callable[[Array], Array] = jax.nn.relu,
+               layer_norm: bool = False,
+               obs_size: Optional[int] = None,
+               action_size: Optional[int] = None,
+               output_init_scale: float = 1e-4,
+               name: Optional[str] = None):
+    """Builds the critics; arguments as `CategoricalCritic`'s, plus `num_critics`."""
+    super().__init__(name=name)
+    if not v_min < v_max or num_atoms < 2:
+      raise ValueError(f'Need v_min < v_max and num_atoms >= 2, got {v_min}, '
+                       f'{v_max}, {num_atoms}.')
+    self._num_critics = num_critics
+    self._obs_size = obs_size
+    self._action_size = action_size
+    self._atoms = (float(v_min), float(v_max), num_atoms)
+    self._member_kwargs = dict(
+        v_min=v_min, v_max=v_max, num_atoms=num_atoms,
+        hidden_sizes=hidden_sizes, activation=activation,
+        layer_norm=layer_norm, output_init_scale=output_init_scale)
+
+  @property
+  def atoms(self) -> Array:
+    """[K] the fixed support."""
+    return jnp.linspace(*self._atoms)
+
+  def __call__(self, obs: Array, action: Array) -> CategoricalQ:
+    """Returns logits [num_critics, ..., K] and the atoms [K]."""
+    _critic_input(obs, action, self._obs_size, self._action_size,
+                  self.module_name)
+    member = lambda o, a: CategoricalCritic(  # pylint: disable=g-long-lambda
+        **self._member_kwargs, name='categorical_critic')(o, a).logits
+    logits = torsos.ensemble(member, size=self._num_critics)(obs, action)
+    return CategoricalQ(logits=logits, atoms=self.atoms)
+
+
+class ValueHead(hk.Module):
+  """A linear layer to one scalar per example: features [..., D] -> [...]."""
+
+  def __init__(self, *, output_init_scale: float = 1e-4,
+               name: Optional[str] = None):
+    """Builds the head.
+
+    Args:
+      output_init_scale: variance scale of the layer's initialiser.
+      name: module name.
+    """
+    super().__init__(name=name)
+    self._linear = hk.Linear(1, w_init=torsos.small_init(output_init_scale),
+                             name='linear')
+
+  def __call__(self, features: Array) -> Array:
+    """Returns [...] values."""
+    torsos.check_last_axis(features, None, 'features', self.module_name)
+    return jnp.squeeze(self._linear(features), axis=-1)
+
+
+class ValueNetwork(hk.Module):
+  """An MLP state-value function V(obs [..., O]) -> [...], as PPO uses it."""
+
+  def __init__(self,
+               *,
+               hidden_sizes: Sequence[int] = (256, 256),
+               activation: Callable[[Array], Array] = jax.nn.tanh,
+               layer_norm: bool = False,
+               obs_size: Optional[int] = None,
+               output_init_scale: float = 1e-4,
+               name: Optional[str] = None):
+    """Builds the network.
+
+    Args:
+      hidden_sizes: widths of the torso's layers.
+      activation: the torso's nonlinearity.
+      layer_norm: whether the torso uses LayerNorm.
+      obs_size: if given, observations must have this size (checked).
+      output_init_scale: variance scale of the output layer's initialiser.
+      name: module name.
+    """
+    super().__init__(name=name)
+    self._obs_size = obs_size
+    self._torso = torsos.MLP(hidden_sizes, activation=activation,
+                             layer_norm=layer_norm, name='torso')
+    self._head = ValueHead(output_init_scale=output_init_scale, name='head')
+
+  def __call__(self, obs: Array) -> Array:
+    """Returns [...] values."""
+    torsos.check_last_axis(obs, self._obs_size, 'obs', self.module_name)
+    return self._head(self._torso(obs))

@@ -1,0 +1,141 @@
+"""Torsos and building helpers shared by the actor and critic heads.
+
+All modules here are haiku modules: build them inside a function passed to
+`hk.transform` (or `hk.without_apply_rng(hk.transform(...))`).
+"""
+
+from typing import Callable, Optional, Sequence
+
+import chex
+import haiku as hk
+import jax
+import jax.numpy as jnp
+
+Array = chex.Array
+
+
+def check_last_axis(x: Array, size: Optional[int], what: str,
+                    where: str) -> None:
+  """Raises a ValueError unless x is at least rank 1 with the expected size.
+
+  Args:
+    x: the input array.
+    size: the expected size of the last axis, or None to accept any size.
+    what: the input's name for the message, e.g. 'action'.
+    where: the module's name for the message.
+  """
+  shape = jnp.shape(x)
+  if not shape:
+    raise ValueError(f'{where}: {what} must have a feature axis, got a scalar.')
+  if size is not None and shape[-1] != size:
+    raise ValueError(
+        f'{where}: expected {what} of size {size} in the last axis, got shape '
+        f'{tuple(shape)}.')
+
+
+def small_init(scale: float) -> hk.initializers.Initializer:
+  """A near-zero uniform fan-in initialiser for output layers.
+
+  Output layers start near zero so that initial actions sit near the centre
+  of the action box (far from tanh saturation) and initial values near 0.
+
+  Args:
+    scale: variance scale; weights are uniform with variance scale / fan_in.
+
+  Returns:
+    A haiku initialiser.
+  """
+  return hk.initializers.VarianceScaling(scale, 'fan_in', 'uniform')
+
+
+class MLP(hk.Module):
+  """A multi-layer perceptron: Linear, optional LayerNorm, activation, ...
+
+  LayerNorm (when enabled) normalises each hidden layer's pre-activation, as
+  in "Efficient Online Reinforcement Learning with Offline Data", Ball et al.,
+  2023 (https://arxiv.org/abs/2302.02948), which keeps critics stable at high
+  update-to-data ratios.
+  """
+
+  def __init__(self,
+               hidden_sizes: Sequence[int],
+               *,
+               activation: Callable[[Array], Array] = jax.nn.relu,
+               layer_norm: bool = False,
+               activate_final: bool = True,
+               w_init: Optional[hk.initializers.Initializer] = None,
+               name: Optional[str] = None):
+    """Builds the MLP.
+
+    Args:
+      hidden_sizes: widths of the layers, in order.
+      activation: elementwise nonlinearity after each layer.
+      layer_norm: whether to apply LayerNorm (with scale and offset) after each
+        linear layer, before the activation.
+      activate_final: whether the last layer is normalised and activated too
+        (True for a torso that a head follows).
+      w_init: weight initialiser of the linear layers (haiku's default, a
+        truncated normal with stddev 1 / sqrt(fan_in), if None).
+      name: module name.
+    """
+    super().__init__(name=name)
+    self._hidden_sizes = tuple(hidden_sizes)
+    self._activation = activation
+    self._layer_norm = layer_norm
+    self._activate_final = activate_final
+    self._w_init = w_init
+
+  def __call__(self, x: Array) -> Array:
+    """Maps [..., D] inputs to [..., hidden_sizes[-1]] features."""
+    check_last_axis(x, None, 'input', self.module_name)
+    num_layers = len(self._hidden_sizes)
+    for i, size in enumerate(self._hidden_sizes):
+      x = hk.Linear(size, w_init=self._w_init, name=f'linear_{i}')(x)
+      if i < num_layers - 1 or self._activate_final:
+        if self._layer_norm:
+          x = hk.LayerNorm(axis=-1, create_scale=True, create_offset=True,
+                           name=f'layer_norm_{i}')(x)
+        x = self._activation(x)
+    return x
+
+
+def ensemble(member_fn: Callable[..., chex.ArrayTree],
+             *,
+             size: int,
+             name: str = 'ensemble') -> Callable[..., chex.ArrayTree]:
+  """Turns a network function into an ensemble with independent parameters.
+
+  Must be called inside a haiku transform. Every parameter of `member_fn`
+  gets a new leading axis of length `size` (each member initialised from its
+  own key), and the returned function evaluates all members on the same
+  inputs with one `jax.vmap`, stacking outputs on a new leading axis. This is
+  how `TwinQCritic` and `TwinCategoricalCritic` hold their two critics in one
+  set of arrays, and how a larger ensemble (e.g. REDQ's ten) is built.
+
+  Args:
+    member_fn: a function of arrays that builds haiku modules and returns a
+      pytree of arrays; it must not use randomness when applied.
+    size: number of members.
+    name: name prefix of the stacked parameters.
+
+  Returns:
+    A function with member_fn's arguments whose outputs have a leading [size]
+    axis.
+  """
+  if size < 1:
+    raise ValueError(f'An ensemble needs at least one member, got {size}.')
+  member = hk.transform(member_fn)
+  # Keys are only needed (and only available) while initialising.
+  keys = hk.next_rng_keys(size) if hk.running_init() else None
+
+  def init_members(member_keys, *args):
+    # Inputs enter through a closure so that vmap maps only the keys.
+    return jax.vmap(lambda key: member.init(key, *args))(member_keys)
+
+  init_all = hk.lift(init_members, name=name)
+
+  def apply_all(*args):
+    params = init_all(keys, *args)
+    return jax.vmap(lambda p: member.apply(p, None, *args))(params)
+
+  return apply_all

@@ -1,0 +1,152 @@
+"""Tests for roxie.networks' critics and the ensemble helper."""
+
+import haiku as hk
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from roxie import networks
+
+OBS, ACT, BATCH = 4, 2, 3
+
+
+def _inputs(batch_shape=(BATCH,)):
+  obs = jax.random.normal(jax.random.PRNGKey(1), batch_shape + (OBS,))
+  action = jax.random.uniform(jax.random.PRNGKey(2), batch_shape + (ACT,),
+                              minval=-1., maxval=1.)
+  return obs, action
+
+
+def _critic(make):
+  return hk.without_apply_rng(hk.transform(lambda o, a: make()(o, a)))
+
+
+def test_q_critic_shapes():
+  net = _critic(lambda: networks.QCritic(hidden_sizes=(8, 8), layer_norm=True))
+  obs, action = _inputs()
+  params = net.init(jax.random.PRNGKey(0), obs, action)
+  assert net.apply(params, obs, action).shape == (BATCH,)
+  assert net.apply(params, obs[0], action[0]).shape == ()
+  obs2, action2 = _inputs((2, BATCH))
+  assert net.apply(params, obs2, action2).shape == (2, BATCH)
+
+
+def test_twin_q_critic_layout_and_independence():
+  make_twin = lambda: networks.TwinQCritic(hidden_sizes=(8, 8), num_critics=2,
+                                           output_init_scale=1.)
+  twin = _critic(make_twin)
+  obs, action = _inputs()
+  params = twin.init(jax.random.PRNGKey(0), obs, action)
+  q = twin.apply(params, obs, action)
+  assert q.shape == (2, BATCH)
+  assert twin.apply(params, obs[0], action[0]).shape == (2,)
+  # Every parameter carries the ensemble axis first, and the members differ.
+  for leaf in jax.tree.leaves(params):
+    assert leaf.shape[0] == 2
+  w0 = params['twin_q_critic/ensemble/q_critic/~/torso/linear_0']['w']
+  assert not np.allclose(w0[0], w0[1])
+  assert not np.allclose(q[0], q[1])
+
+  # Row i of the output is a plain QCritic evaluated with slice i of the params.
+  single = _critic(lambda: networks.QCritic(hidden_sizes=(8, 8)))
+  prefix = 'twin_q_critic/ensemble/'
+  for i in range(2):
+    member = {k[len(prefix):]: jax.tree.map(lambda x: x[i], v)
+              for k, v in params.items()}
+    np.testing.assert_allclose(single.apply(member, obs, action), q[i],
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_twin_q_critic_gradients_reach_both_members():
+  twin = _critic(lambda: networks.TwinQCritic(hidden_sizes=(8,)))
+  obs, action = _inputs()
+  params = twin.init(jax.random.PRNGKey(0), obs, action)
+  grads = jax.grad(lambda p: twin.apply(p, obs, action)[1].sum())(params)
+  head = grads['twin_q_critic/ensemble/q_critic/~/head']['w']
+  assert np.all(head[0] == 0.) and np.any(head[1] != 0.)
+
+
+def test_larger_ensemble():
+  def f(x):
+    return networks.ensemble(lambda y: hk.Linear(3)(y), size=5)(x)
+  net = hk.without_apply_rng(hk.transform(f))
+  params = net.init(jax.random.PRNGKey(0), jnp.ones((2, 4)))
+  assert net.apply(params, jnp.ones((2, 4))).shape == (5, 2, 3)
+
+
+def test_categorical_critic():
+  net = _critic(lambda: networks.CategoricalCritic(
+      v_min=-10., v_max=10., num_atoms=11, hidden_sizes=(8,)))
+  obs, action = _inputs()
+  params = net.init(jax.random.PRNGKey(0), obs, action)
+  out = net.apply(params, obs, action)
+  assert isinstance(out, networks.CategoricalQ)
+  assert out.logits.shape == (BATCH, 11)
+  np.testing.assert_allclose(out.atoms, np.linspace(-10., 10., 11), atol=1e-6)
+  # Near-zero output layer: a near-uniform distribution, mean near 0.
+  np.testing.assert_allclose(out.probs(), 1. / 11, atol=1e-3)
+  np.testing.assert_allclose(
+      out.mean(),
+      np.sum(np.asarray(jax.nn.softmax(out.logits)) * np.asarray(out.atoms), -1),
+      rtol=1e-5, atol=1e-6)
+  assert net.apply(params, obs[0], action[0]).logits.shape == (11,)
+
+
+def test_twin_categorical_critic():
+  net = _critic(lambda: networks.TwinCategoricalCritic(
+      v_min=0., v_max=1., num_atoms=5, hidden_sizes=(8,),
+      output_init_scale=1.))
+  obs, action = _inputs()
+  params = net.init(jax.random.PRNGKey(0), obs, action)
+  out = net.apply(params, obs, action)
+  assert out.logits.shape == (2, BATCH, 5) and out.atoms.shape == (5,)
+  assert out.mean().shape == (2, BATCH)
+  assert not np.allclose(out.logits[0], out.logits[1])
+
+
+def test_value_network_and_head():
+  net = hk.without_apply_rng(hk.transform(
+      lambda o: networks.ValueNetwork(hidden_sizes=(8,))(o)))
+  obs, _ = _inputs()
+  params = net.init(jax.random.PRNGKey(0), obs)
+  assert net.apply(params, obs).shape == (BATCH,)
+  head = hk.without_apply_rng(hk.transform(lambda f: networks.ValueHead()(f)))
+  hp = head.init(jax.random.PRNGKey(0), obs)
+  assert head.apply(hp, obs).shape == (BATCH,)
+
+
+@pytest.mark.parametrize('make', [
+    lambda: networks.QCritic(action_size=ACT, obs_size=OBS),
+    lambda: networks.TwinQCritic(action_size=ACT, obs_size=OBS),
+    lambda: networks.CategoricalCritic(v_min=0., v_max=1., action_size=ACT,
+                                       obs_size=OBS),
+    lambda: networks.TwinCategoricalCritic(v_min=0., v_max=1., action_size=ACT,
+                                           obs_size=OBS),
+], ids=['q', 'twin_q', 'categorical', 'twin_categorical'])
+def test_critic_input_checks(make):
+  net = _critic(make)
+  obs, action = _inputs()
+  key = jax.random.PRNGKey(0)
+  with pytest.raises(ValueError, match=f'action of size {ACT}'):
+    net.init(key, obs, jnp.zeros((BATCH, ACT + 1)))
+  with pytest.raises(ValueError, match=f'obs of size {OBS}'):
+    net.init(key, jnp.zeros((BATCH, OBS + 2)), action)
+  with pytest.raises(ValueError, match='share their batch axes'):
+    net.init(key, obs, action[:2])
+
+
+def test_mlp_layer_norm_and_activation():
+  def f(x):
+    return networks.MLP((4, 3), activation=jax.nn.elu, layer_norm=True,
+                        activate_final=False)(x)
+  net = hk.without_apply_rng(hk.transform(f))
+  x = jnp.ones((2, 5))
+  params = net.init(jax.random.PRNGKey(0), x)
+  assert set(params) == {'mlp/linear_0', 'mlp/layer_norm_0', 'mlp/linear_1'}
+  out = net.apply(params, x)
+  assert out.shape == (2, 3)
+  # The final layer is linear: some outputs are below elu's floor of -1.
+  w = params['mlp/linear_1']['w']
+  params['mlp/linear_1'] = dict(params['mlp/linear_1'], w=10. * w)
+  assert np.min(net.apply(params, x)) < -1.
