@@ -1,0 +1,100 @@
+"""Environments: the suite's tasks on two physics backends, one interface.
+
+  env = roxie.envs.make('CheetahRun', backend='cpu', num_envs=64)
+  state = env.reset(jax.random.key(0))
+  state, timestep = env.step(state, action)  # action [64, A] in [-1, 1]
+
+`backend='cpu'` simulates natively (`mujoco.batch`, host callbacks from the
+compiled program); `backend='mjx'` simulates in JAX (`mujoco.mjx`). Both run
+the same task functions on the same view of physics, with the semantics in
+`roxie.envs.common`, so a policy trained on one runs on the other.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional, Tuple
+
+import numpy as np
+
+from roxie.envs import common
+from roxie.envs.tasks import TASKS, get_task
+
+BACKENDS = ('cpu', 'mjx')
+
+
+def list_tasks() -> Tuple[str, ...]:
+  """Names of the registered tasks, sorted."""
+  return tuple(sorted(TASKS))
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class NativeEnv(common.BatchedEnv):
+  """A `BatchedEnv` on native CPU physics, with host state access."""
+
+  def get_host_state(self) -> np.ndarray:
+    """Every env's full physics state (mjSTATE_INTEGRATION rows), [B, S] float64.
+
+    Save it with the EnvState to checkpoint; call only between jitted calls.
+    """
+    return self.physics.get_host_state()
+
+  def set_host_state(self, rows: np.ndarray) -> None:
+    """Restores rows from `get_host_state`, exactly.
+
+    The next EnvState passed to `step` is then accepted as current (pass the
+    one saved with these rows).
+    """
+    self.physics.set_host_state(rows)
+
+
+def make(task_name: str, *, backend: str = 'cpu', num_envs: int,
+         episode_length: Optional[int] = None, nthread: Optional[int] = None,
+         impl: str = 'jax') -> common.BatchedEnv:
+  """A batch of `num_envs` environments of a registered task.
+
+  Args:
+    task_name: e.g. 'CartpoleSwingup'; see `list_tasks()`.
+    backend: 'cpu' (native MuJoCo, `mujoco.batch`) or 'mjx'.
+    num_envs: B, the number of parallel environments.
+    episode_length: steps before a time-limit truncation; default the task's.
+    nthread: 'cpu' only: simulation threads (default: all cores).
+    impl: 'mjx' only: 'jax' (default) or 'warp' (needs Warp, GPU).
+
+  Returns:
+    An Env (see `roxie.types.Env`): `spec`, `num_envs`, `reset`, `step`.
+
+  Raises:
+    KeyError: unknown task (the message lists the available ones).
+    ValueError: unknown backend, bad sizes, or options of the other backend.
+  """
+  task = get_task(task_name)
+  if backend not in BACKENDS:
+    raise ValueError(f'Unknown backend {backend!r}; choose one of {BACKENDS}.')
+  num_envs = int(num_envs)
+  if num_envs < 1:
+    raise ValueError(f'num_envs must be >= 1, got {num_envs}.')
+  if episode_length is None:
+    episode_length = task.episode_length
+  if int(episode_length) < 1:
+    raise ValueError(f'episode_length must be >= 1, got {episode_length}.')
+  model = common.prepare_model(task)
+  consts = task.consts(model)
+  spec = common.BatchedEnv.build_spec(task, model, consts, int(episode_length))
+  if backend == 'cpu':
+    if impl != 'jax':
+      raise ValueError("impl is an MJX option; backend='cpu' takes nthread.")
+    from roxie.envs import native  # pylint: disable=g-import-not-at-top
+    physics = native.NativePhysics(model, task, num_envs, nthread)
+    cls = NativeEnv
+  else:
+    if nthread is not None:
+      raise ValueError("nthread is a backend='cpu' option.")
+    from roxie.envs import mjx_backend  # pylint: disable=g-import-not-at-top
+    physics = mjx_backend.MjxPhysics(model, task, num_envs, impl)
+    cls = common.BatchedEnv
+  return cls(spec=spec, num_envs=num_envs, task=task, backend=backend,
+             model=model, physics=physics, consts=consts)
+
+
+__all__ = ['make', 'list_tasks', 'get_task', 'BACKENDS', 'NativeEnv']

@@ -1,0 +1,154 @@
+"""MJX physics: a batch of `mjx.Data`, vmapped, pure JAX end to end.
+
+`EnvState.physics` is the batched `mjx.Data` ([B, ...] leaves).
+
+The task's view must describe the state after the step with position- and
+velocity-dependent fields current (dm_control's legacy_step: mj_step2 then
+mj_step1). Rather than `n_substeps` calls to `mjx.step` plus an extra
+`mjx.forward` for the view (n + 1 position stages per control step, twice the
+collision work when n = 1, as in cheetah), each substep here is MuJoCo's split
+step in the order legacy_step uses: the state carried between steps already
+has its position/velocity stages current, so a substep is
+
+  step2 (actuation with the NEW ctrl, acceleration, constraint solve,
+         acceleration sensors, integration)  then  step1 (position and
+         velocity stages and sensors at the new state),
+
+which costs exactly n forwards per control step and leaves the view current.
+The RK4 integrator evaluates forward dynamics inside the integrator, so for
+RK4 models (cartpole, acrobot) a substep is `mjx.step` and one step1 follows
+the last one (n forwards + one position/velocity stage), as dm_control does.
+With impl='warp' the stages are not separately callable; there each control
+step is n `mjx.step` calls plus one `mjx.forward` for the view.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Tuple
+
+import jax
+import jax.numpy as jnp
+import mujoco
+from mujoco import mjx
+import numpy as np
+
+from roxie.envs import common
+
+IMPLS = ('jax', 'warp')
+
+
+def _step1(m: mjx.Model, d: mjx.Data) -> mjx.Data:
+  """Position- and velocity-dependent stages and sensors (mj_step1)."""
+  d = mjx.fwd_position(m, d)
+  d = mjx.sensor_pos(m, d)
+  d = mjx.fwd_velocity(m, d)
+  return mjx.sensor_vel(m, d)
+
+
+def _step2(m: mjx.Model, d: mjx.Data) -> mjx.Data:
+  """The rest of mjx.step after step1: as mjx.forward's tail, then integrate."""
+  d = mjx.fwd_actuation(m, d)
+  d = mjx.fwd_acceleration(m, d)
+  if d._impl.efc_J.size == 0:  # pylint: disable=protected-access
+    d = d.replace(qacc=d.qacc_smooth)
+  else:
+    d = mjx.solve(m, d)
+    d = mjx.sensor_acc(m, d)
+  if m.opt.integrator == mujoco.mjtIntegrator.mjINT_EULER:
+    return mjx.euler(m, d)
+  if m.opt.integrator == mujoco.mjtIntegrator.mjINT_IMPLICITFAST:
+    return mjx.implicit(m, d)
+  raise NotImplementedError(
+      f'MJX split step: integrator {m.opt.integrator} not supported.')
+
+
+def _field(d: mjx.Data, name: str) -> jax.Array:
+  value = getattr(d, name, None)
+  if value is None:
+    value = getattr(d._impl, name)  # pylint: disable=protected-access
+  return value
+
+
+class MjxPhysics(common.Physics):
+  """A batch of MJX simulations of one model; see the module docstring."""
+
+  def __init__(self, model: mujoco.MjModel, task, num_envs: int,
+               impl: str = 'jax'):
+    if impl not in IMPLS:
+      raise ValueError(f'Unknown MJX impl {impl!r}; choose one of {IMPLS}.')
+    if impl == 'warp':
+      import mujoco.mjx.warp as mjxw  # pylint: disable=g-import-not-at-top
+      if not mjxw.WARP_INSTALLED:
+        raise ValueError(
+            "MJX impl='warp' needs NVIDIA Warp and mujoco_warp "
+            "(pip install warp-lang mujoco-warp), which are not installed; "
+            "use impl='jax'.")
+    try:
+      self.mx = mjx.put_model(model, impl=impl)
+    except NotImplementedError as e:
+      raise NotImplementedError(
+          f'MJX (impl={impl!r}) cannot simulate task {task.name!r}: {e}') from e
+    self.impl = impl
+    self.num_envs = num_envs
+    self.n_substeps = task.n_substeps(model)
+    self.fields = tuple(f for f in task.fields if f != 'ctrl')
+    self.shapes = common.field_shapes(model, self.fields)
+    self.split = (impl == 'jax' and model.opt.integrator in (
+        mujoco.mjtIntegrator.mjINT_EULER,
+        mujoco.mjtIntegrator.mjINT_IMPLICITFAST))
+    self.rk4 = model.opt.integrator == mujoco.mjtIntegrator.mjINT_RK4
+    self.template = mjx.make_data(self.mx)
+
+  # -- per-env pieces (vmapped below) -------------------------------------
+
+  def _fresh(self, qpos: jax.Array, qvel: jax.Array) -> mjx.Data:
+    """mj_resetData, then qpos/qvel, then the stages the view needs."""
+    d = self.template.replace(qpos=qpos.astype(self.template.qpos.dtype),
+                              qvel=qvel.astype(self.template.qvel.dtype))
+    if self.impl == 'jax':
+      return _step1(self.mx, d)
+    return mjx.forward(self.mx, d)
+
+  def _advance(self, d: mjx.Data) -> mjx.Data:
+    """One control step (n substeps), the view's stages current after it."""
+    m = self.mx
+    if self.split:
+      body = lambda d, _: (_step1(m, _step2(m, d)), None)
+      return jax.lax.scan(body, d, None, length=self.n_substeps)[0]
+    d = jax.lax.scan(lambda d, _: (mjx.step(m, d), None), d, None,
+                     length=self.n_substeps)[0]
+    return _step1(m, d) if self.impl == 'jax' else mjx.forward(m, d)
+
+  def _view(self, d: mjx.Data) -> common.View:
+    b = self.num_envs
+    return {f: _field(d, f).reshape((b,) + self.shapes[f]).astype(jnp.float32)
+            for f in self.fields}
+
+  @staticmethod
+  def _diverged(d: mjx.Data) -> jax.Array:
+    def bad(x):
+      return jnp.any(~(jnp.abs(x) <= common.MAX_STATE_VALUE), axis=-1)
+    return bad(d.qpos) | bad(d.qvel) | bad(d.qacc)
+
+  # -- the Physics interface ---------------------------------------------
+
+  def init(self, qpos, qvel) -> Tuple[Any, common.View]:
+    d = jax.vmap(self._fresh)(qpos, qvel)
+    return d, self._view(d)
+
+  def step(self, state, ctrl, reset_mask, qpos, qvel):
+    d = state.replace(ctrl=ctrl.astype(state.ctrl.dtype))
+    d = jax.vmap(self._advance)(d)
+    view = self._view(d)
+    diverged = self._diverged(d)
+
+    def do_reset(d):
+      fresh = jax.vmap(self._fresh)(qpos, qvel)
+      return common.select(reset_mask, fresh, d), self._view(fresh)
+    d, reset_view = jax.lax.cond(jnp.any(reset_mask), do_reset,
+                                 lambda d: (d, view), d)
+    return d, view, reset_view, diverged
+
+  def reset(self, state, mask, qpos, qvel):
+    fresh = jax.vmap(self._fresh)(qpos, qvel)
+    return common.select(mask, fresh, state), self._view(fresh)

@@ -1,0 +1,215 @@
+"""Native CPU physics: `mujoco.batch.Batch`, reached from compiled JAX code.
+
+The simulations live on the host, in one persistent `mujoco.batch.Batch`
+(one MjData per simulation, stepped on a C thread pool). Compiled code reaches
+them through `jax.experimental.buffer_callback` host callbacks: ONE per env
+step for all envs, plus one more only on steps where some env terminated.
+`EnvState.physics` is an int32 scalar, a version token: each callback
+consumes the token the previous one produced, which (a) orders the callbacks
+by data dependency inside `jit`, `lax.scan` and `lax.cond`, so no ordered
+effects are needed, and (b) lets the host refuse a stale EnvState (stepping a
+state that is no longer the latest would silently continue from other
+physics), with a clear error.
+
+Why `buffer_callback` (measured on the 2-core dev machine, see
+benchmarks/env_throughput.py --callbacks): `io_callback` and `pure_callback`
+cost ~160 us per call on top of the physics, mostly `device_put` of the
+arguments and copying the results back; `buffer_callback` hands the callback
+XLA's own input and output buffers, so the host reads the actions in place and
+writes the view straight into the output buffers (float64 -> float32, laid
+out [B, ...], one copy), ~10 us per call. With `has_side_effect=True` it is
+never dropped or duplicated, and the token fixes its order; it is a public
+(experimental) JAX API.
+
+One step callback does:
+  ctrl <- actions; batch.step(nstep=n_substeps, stage=mjSTAGE_VEL), which
+  leaves position/velocity fields current at no extra cost (the persistent
+  batch continues its next step from those stages), i.e. dm_control's
+  legacy_step; copy the task's fields out; flag diverged envs; then reset the
+  envs whose time limit was reached (their reset qpos/qvel were sampled in
+  JAX before the call) and copy their post-reset fields out too.
+
+Divergence: envs that raise in MuJoCo (`mujoco.batch.SimulationError`; they
+keep their pre-step state), whose bad-qpos/qvel/qacc warning counters rose
+(MuJoCo then resets them itself), or whose qpos/qvel are non-finite or beyond
+mjMAXVAL. `BatchedEnv` terminates and resets them.
+
+Only one program may drive a given env's host physics at a time, and
+`get_host_state`/`set_host_state` must be called between jitted calls (after
+`jax.block_until_ready`).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Optional
+
+import jax
+from jax.experimental.buffer_callback import buffer_callback
+import jax.numpy as jnp
+import mujoco
+import mujoco.batch
+import numpy as np
+
+from roxie.envs import common
+
+_VEL = mujoco.mjtStage.mjSTAGE_VEL.value
+_NONE = mujoco.mjtStage.mjSTAGE_NONE.value
+_BAD_WARNINGS = tuple(int(w) for w in (
+    mujoco.mjtWarning.mjWARN_BADQPOS, mujoco.mjtWarning.mjWARN_BADQVEL,
+    mujoco.mjtWarning.mjWARN_BADQACC))
+_TOKEN = jax.ShapeDtypeStruct((), jnp.int32)
+
+
+class StaleStateError(RuntimeError):
+  """An EnvState that is not the latest was handed to the native backend."""
+
+
+class NativePhysics(common.Physics):
+  """A `mujoco.batch.Batch` of one model; see the module docstring."""
+
+  def __init__(self, model: mujoco.MjModel, task, num_envs: int,
+               nthread: Optional[int] = None):
+    nthread = os.cpu_count() if nthread is None else int(nthread)
+    self.batch = mujoco.batch.Batch(model, num_envs, nthread, persistent=True)
+    self.num_envs = num_envs
+    self.n_substeps = task.n_substeps(model)
+    self.fields = tuple(f for f in task.fields if f != 'ctrl')
+    shapes = common.field_shapes(model, self.fields)
+    self._bound = {f: self.batch.bind(f) for f in self.fields}
+    for f in self.fields:  # bind() gives MjData's layout; make sure it is ours.
+      assert self._bound[f].shape[1:] == shapes[f], (f, self._bound[f].shape)
+    self._qpos = self.batch.bind('qpos')
+    self._qvel = self.batch.bind('qvel')
+    self._ctrl = self.batch.bind('ctrl')
+    self._warn_seen = np.zeros(num_envs, np.int64)
+    self._version = 0
+    self._resync = True  # Nothing stepped yet: adopt the first token seen.
+
+    view = {f: jax.ShapeDtypeStruct((num_envs,) + shapes[f], jnp.float32)
+            for f in self.fields}
+    div = jax.ShapeDtypeStruct((num_envs,), jnp.bool_)
+    self._step_call = buffer_callback(
+        self._host_step, (_TOKEN, view, view, div), has_side_effect=True)
+    self._reset_call = buffer_callback(
+        self._host_reset, (_TOKEN, view), has_side_effect=True)
+    self._init_call = buffer_callback(
+        self._host_init, (_TOKEN, view), has_side_effect=True)
+
+  # -- the Physics interface (traced) --------------------------------------
+
+  def init(self, qpos, qvel):
+    return self._init_call(qpos, qvel)
+
+  def step(self, state, ctrl, reset_mask, qpos, qvel):
+    return self._step_call(state, ctrl, reset_mask, qpos, qvel)
+
+  def reset(self, state, mask, qpos, qvel):
+    return self._reset_call(state, mask, qpos, qvel)
+
+  # -- host side -------------------------------------------------------------
+
+  def _take_token(self, token) -> None:
+    token = int(np.asarray(token))
+    if self._resync:
+      self._resync = False
+    elif token != self._version:
+      raise StaleStateError(
+          f'The native backend was handed a stale EnvState (physics token '
+          f'{token}, host physics at {self._version}): its physics lives on '
+          f'the host and only the latest state can be stepped. After '
+          f'restoring a checkpoint, call env.set_host_state(...) first.')
+
+  def _give_token(self, out) -> None:
+    self._version = (self._version + 1) % (2**31 - 1)
+    np.asarray(out)[...] = self._version
+
+  def _bad_counts(self) -> np.ndarray:
+    return self.batch.warning[:, _BAD_WARNINGS, 1].sum(axis=1)
+
+  def _copy_view(self, out, ids=None) -> None:
+    for f in self.fields:
+      dst = np.asarray(out[f])
+      if ids is None:
+        np.copyto(dst, self._bound[f], casting='same_kind')
+      else:
+        dst[ids] = self._bound[f][ids]
+
+  def _reset_rows(self, ids, qpos, qvel, view_out) -> None:
+    """mj_resetData, set qpos/qvel, forward to the view's stages; copy out."""
+    ids = None if ids.size == self.num_envs else ids.astype(np.int32)
+    rows = slice(None) if ids is None else ids
+    self.batch.reset(ids, stage=_NONE)
+    self._qpos[rows] = qpos[rows]
+    self._qvel[rows] = qvel[rows]
+    self.batch.forward(ids, stage=_VEL)
+    self._copy_view(view_out, ids)
+
+  def _host_step(self, ctx, out, token, ctrl, mask, qpos, qvel) -> None:
+    del ctx
+    token_out, view_out, reset_out, div_out = out
+    self._take_token(token)
+    np.copyto(self._ctrl, np.asarray(ctrl), casting='same_kind')
+    failed = None
+    try:
+      self.batch.step(nstep=self.n_substeps, stage=_VEL)
+    except mujoco.batch.SimulationError as e:
+      failed = e.ids
+    self._copy_view(view_out)
+
+    diverged = np.asarray(div_out)
+    counts = self._bad_counts()
+    diverged[...] = counts > self._warn_seen
+    limit = common.MAX_STATE_VALUE
+    diverged |= ~(np.abs(self._qpos) <= limit).all(axis=1)
+    diverged |= ~(np.abs(self._qvel) <= limit).all(axis=1)
+    if failed is not None:
+      diverged[failed] = True
+
+    mask = np.asarray(mask)
+    if mask.any():
+      self._reset_rows(np.flatnonzero(mask), np.asarray(qpos),
+                       np.asarray(qvel), reset_out)
+      counts = self._bad_counts()
+    self._warn_seen = counts
+    self._give_token(token_out)
+
+  def _host_reset(self, ctx, out, token, mask, qpos, qvel) -> None:
+    del ctx
+    token_out, view_out = out
+    self._take_token(token)
+    mask = np.asarray(mask)
+    if mask.any():
+      self._reset_rows(np.flatnonzero(mask), np.asarray(qpos),
+                       np.asarray(qvel), view_out)
+    self._warn_seen = self._bad_counts()
+    self._give_token(token_out)
+
+  def _host_init(self, ctx, out, qpos, qvel) -> None:
+    del ctx
+    token_out, view_out = out
+    self._reset_rows(np.arange(self.num_envs), np.asarray(qpos),
+                     np.asarray(qvel), view_out)
+    self._warn_seen = self._bad_counts()
+    self._resync = False
+    self._give_token(token_out)
+
+  # -- checkpoints -----------------------------------------------------------
+
+  def get_host_state(self) -> np.ndarray:
+    """A copy of every simulation's full state, [B, mj_stateSize(INTEGRATION)]."""
+    return np.array(self.batch.state, copy=True)
+
+  def set_host_state(self, rows: np.ndarray) -> None:
+    """Restores `get_host_state()` rows; the next EnvState handed in is adopted."""
+    rows = np.asarray(rows, dtype=self.batch.state.dtype)
+    if rows.shape != self.batch.state.shape:
+      raise ValueError(f'Expected host state of shape {self.batch.state.shape}, '
+                       f'got {rows.shape}.')
+    self.batch.state[...] = rows
+    try:
+      self.batch.forward(stage=_VEL)
+    except mujoco.batch.SimulationError:
+      pass  # Those envs diverge on their next step and are reset then.
+    self._warn_seen = self._bad_counts()
+    self._resync = True
