@@ -1,0 +1,162 @@
+"""Planar walker: stand, walk and run (dm_control suite `walker`).
+
+A 2D biped of seven bodies. The reward multiplies a standing term (torso
+height and uprightness) by, for walk and run, a forward-speed term on the
+centre of mass.
+
+Fields read: `qvel` (velocity observation), `xmat` (planar orientations of all
+bodies, and the torso's z-z entry for uprightness), `xpos` (torso height) and
+`sensordata` (the model's one sensor, `torso_subtreelinvel`, whose x component
+is the centre-of-mass speed, read by walk and run only; MJX computes it as
+MuJoCo does, which tests/envs/test_suite_locomotion.py checks).
+
+This module also holds two helpers that the other locomotion domains share:
+`randomizer_consts` / `randomize_limited_and_rotational_joints`, the suite's
+joint randomisation in JAX, and `sensor_adr`.
+"""
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import mujoco
+import numpy as np
+
+from roxie.envs import rewards
+from roxie.envs.task import Task, dm_control_model, name2id
+
+_STAND_HEIGHT = 1.2
+_WALK_SPEED = 1.0
+_RUN_SPEED = 8.0
+
+# Joint types as plain ints: MuJoCo's enums do not compare equal to NumPy's.
+_FREE = int(mujoco.mjtJoint.mjJNT_FREE)
+_BALL = int(mujoco.mjtJoint.mjJNT_BALL)
+_SLIDE = int(mujoco.mjtJoint.mjJNT_SLIDE)
+_HINGE = int(mujoco.mjtJoint.mjJNT_HINGE)
+
+
+def sensor_adr(model: mujoco.MjModel, name: str) -> int:
+  """The first `sensordata` index of the sensor called `name`."""
+  return int(model.sensor_adr[name2id(model, mujoco.mjtObj.mjOBJ_SENSOR,
+                                      name)])
+
+
+def randomizer_consts(model: mujoco.MjModel) -> dict:
+  """Joint tables for `randomize_limited_and_rotational_joints`.
+
+  Args:
+    model: the task's model.
+
+  Returns:
+    A dict of NumPy arrays, keys prefixed 'rand_', to merge into a task's
+    consts.
+
+  Raises:
+    NotImplementedError: the model has a ball joint (no suite task of this
+      module's users has one, so that branch is left out rather than
+      untested).
+  """
+  if (model.jnt_type == _BALL).any():
+    raise NotImplementedError('Ball joints are not randomised here.')
+  return {
+      'rand_qpos0': model.qpos0.astype(np.float32),
+      'rand_type': model.jnt_type.copy(),
+      'rand_limited': model.jnt_limited.astype(bool),
+      'rand_range': model.jnt_range.astype(np.float32),
+      'rand_qposadr': model.jnt_qposadr.copy(),
+  }
+
+
+def randomize_limited_and_rotational_joints(key, c):
+  """Random joint positions with the suite's distribution.
+
+  As `dm_control.suite.utils.randomizers`: a limited hinge or slide is uniform
+  over its range; an unlimited hinge is uniform over [-pi, pi]; a free joint
+  keeps its position and gets the normalised quaternion of four U[0, 1)
+  draws (the suite's choice, kept for fidelity: it is not uniform over
+  rotations); an unlimited slide keeps its `qpos0`.
+
+  Args:
+    key: a JAX PRNG key.
+    c: consts holding `randomizer_consts(model)`.
+
+  Returns:
+    qpos [nq] float32.
+  """
+  qpos = jnp.asarray(c['rand_qpos0'])
+  keys = jax.random.split(key, len(c['rand_type']))
+  for j, (kind, limited, (low, high), adr) in enumerate(zip(
+      c['rand_type'], c['rand_limited'], c['rand_range'],
+      c['rand_qposadr'])):
+    adr, kind = int(adr), int(kind)
+    if kind in (_HINGE, _SLIDE):
+      if limited:
+        qpos = qpos.at[adr].set(
+            jax.random.uniform(keys[j], (), minval=low, maxval=high))
+      elif kind == _HINGE:
+        qpos = qpos.at[adr].set(
+            jax.random.uniform(keys[j], (), minval=-jnp.pi, maxval=jnp.pi))
+    elif kind == _FREE:
+      quat = jax.random.uniform(keys[j], (4,))
+      qpos = qpos.at[adr + 3:adr + 7].set(quat / jnp.linalg.norm(quat))
+  return qpos
+
+
+def _consts(model):
+  c = randomizer_consts(model)
+  c.update(
+      torso=name2id(model, mujoco.mjtObj.mjOBJ_BODY, 'torso'),
+      com_vel=sensor_adr(model, 'torso_subtreelinvel'),
+      nv=model.nv,
+  )
+  return c
+
+
+def _init(key, c):
+  qpos = randomize_limited_and_rotational_joints(key, c)
+  return qpos, jnp.zeros(c['nv']), jnp.zeros((0,))
+
+
+def _observe(view, task_state, c):
+  del task_state
+  return {
+      # 'xx' and 'xz' of every body but the world.
+      'orientations': view['xmat'][1:][:, np.array([0, 2])].ravel(),
+      'height': view['xpos'][c['torso'], 2],
+      'velocity': view['qvel'],
+  }
+
+
+def _reward(view, task_state, c, *, move_speed):
+  del task_state
+  standing = rewards.tolerance(view['xpos'][c['torso'], 2],
+                               bounds=(_STAND_HEIGHT, float('inf')),
+                               margin=_STAND_HEIGHT / 2)
+  upright = (1.0 + view['xmat'][c['torso'], 8]) / 2.0
+  stand = (3.0 * standing + upright) / 4.0
+  if move_speed == 0:
+    return stand
+  move = rewards.tolerance(view['sensordata'][c['com_vel']],
+                           bounds=(move_speed, float('inf')),
+                           margin=move_speed / 2, value_at_margin=0.5,
+                           sigmoid='linear')
+  return stand * (5.0 * move + 1.0) / 6.0
+
+
+def _task(name, dmc_task, move_speed):
+  return Task(
+      name=name, domain='walker', dmc_task=dmc_task,
+      load_model=lambda: dm_control_model('walker'),
+      control_timestep=0.025, episode_length=1000,
+      # Standing does not read the centre-of-mass velocity sensor.
+      fields=('qvel', 'xpos', 'xmat') + (('sensordata',) if move_speed else ()),
+      consts=_consts, init=_init, observe=_observe,
+      reward=functools.partial(_reward, move_speed=move_speed))
+
+
+TASKS = {
+    'WalkerStand': _task('WalkerStand', 'stand', 0.0),
+    'WalkerWalk': _task('WalkerWalk', 'walk', _WALK_SPEED),
+    'WalkerRun': _task('WalkerRun', 'run', _RUN_SPEED),
+}
