@@ -7,9 +7,18 @@ from roxie.losses.distributional import categorical_mean
 from roxie.losses.distributional import categorical_td_loss
 from roxie.losses.distributional import categorical_td_target
 from roxie.losses.distributional import twin_categorical_target
+from roxie.losses.distributions import gaussian_entropy
+from roxie.losses.distributions import gaussian_kl
+from roxie.losses.distributions import gaussian_log_prob
 from roxie.losses.dpg import dpg_actor_loss
 from roxie.losses.dpg import dpg_loss
 from roxie.losses.dpg import saturation_penalty
+from roxie.losses.mpo import gaussian_mpo_loss
+from roxie.losses.mpo import mpo_e_step
+from roxie.losses.mpo import mpo_m_step
+from roxie.losses.mpo import MpoEStepOutput
+from roxie.losses.mpo import MpoMStepOutput
+from roxie.losses.mpo import MpoOutput
 from roxie.losses.multistep import lambda_returns
 from roxie.losses.multistep import n_step_returns
 from roxie.losses.multistep import n_step_transition
@@ -28,7 +37,16 @@ __all__ = (
     'clipped_double_q',
     'dpg_actor_loss',
     'dpg_loss',
+    'gaussian_entropy',
+    'gaussian_kl',
+    'gaussian_log_prob',
+    'gaussian_mpo_loss',
     'lambda_returns',
+    'mpo_e_step',
+    'mpo_m_step',
+    'MpoEStepOutput',
+    'MpoMStepOutput',
+    'MpoOutput',
     'n_step_returns',
     'n_step_transition',
     'NStepOutput',

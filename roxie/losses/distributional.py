@@ -17,7 +17,8 @@ Array = chex.Array
 Numeric = chex.Numeric
 
 
-def categorical_mean(x: Array, atoms: Array, *, from_logits: bool = True) -> Array:
+def categorical_mean(x: Array, atoms: Array, *,
+                     from_logits: bool = True) -> Array:
   """Computes the mean of a categorical distribution over `atoms`.
 
   Args:

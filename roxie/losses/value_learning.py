@@ -45,7 +45,8 @@ def td_target(
   return jax.lax.stop_gradient(target) if stop_target_gradients else target
 
 
-def clipped_double_q(q1_t: Array, q2_t: Array, *, weight: Numeric = 1.) -> Array:
+def clipped_double_q(q1_t: Array, q2_t: Array, *,
+                     weight: Numeric = 1.) -> Array:
   """Combines two critics' estimates pessimistically (clipped double Q).
 
   Returns `weight * min(q1, q2) + (1 - weight) * max(q1, q2)` elementwise.
