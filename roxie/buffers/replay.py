@@ -13,13 +13,16 @@ step really reached, `TimeStep.final_obs`, so `replay_add` copies it into a
 small side store.
 
 Side store. A time limit of L steps truncates one env at most once every L
-rows, so at most ceil(R / L) + 1 truncated rows of one env are live in the
-ring at once. The side store has S = ceil(R / L) + 1 slots of [B, O]; the
-final observation of a truncated row with absolute index t goes to slot
-(t // D) mod S with D = ceil(R / (S - 1)) <= L, which two live truncations of
-one env never share. For 1000-step episodes and R = 10^5 rows that is 101
-slots, about 0.1% of the ring. All envs write the same slot on a given row,
-each only where it truncated, so no per-row index is stored.
+rows, so at most ceil(R / L) truncated rows of one env are live in the ring
+at once. If R <= L that is one, and the side store is a single [B, O] slot
+that each env overwrites at its next truncation. Otherwise it has
+S = ceil(R / L) + 1 slots of [B, O]; the final observation of a truncated row
+with absolute index t goes to slot (t // D) mod S with D = ceil(R / (S - 1))
+<= L: two live truncations of one env are between L and R - 1 rows apart, so
+their blocks t // D differ by 1 to S - 1 and never share a slot. For 1000-step
+episodes and R = 10^5 rows that is 101 slots, about 0.1% of the ring. All
+envs write the same slot on a given row, each only where it truncated, so no
+per-row index is stored, and the slot of a row follows from its position.
 
 Every function here is pure and jit/scan friendly with static shapes; `add`
 writes in place under `jax.jit(..., donate_argnums=0)`.
@@ -51,8 +54,17 @@ class ReplayState(NamedTuple):
   clock: Array  # [] int32 rows written mod (D * S): picks side-store slots.
 
 
+def _num_slots(rows: int, episode_length: int) -> int:
+  # See the module docstring for why these suffice.
+  if rows <= episode_length:
+    return 1
+  return math.ceil(rows / episode_length) + 1
+
+
 def _side_store_geometry(rows: int, num_slots: int):
-  # D, the number of consecutive rows sharing one slot (see module docstring).
+  """(D, D * S): rows sharing one slot, and the period of the slot pattern."""
+  if num_slots == 1:
+    return rows, rows
   block = -(-rows // (num_slots - 1))
   return block, block * num_slots
 
@@ -89,7 +101,7 @@ def replay_init(*,
         'least 2.')
   if episode_length < 1:
     raise ValueError(f'episode_length must be positive, got {episode_length}.')
-  num_slots = math.ceil(rows / episode_length) + 1
+  num_slots = _num_slots(rows, episode_length)
   return ReplayState(
       obs=jnp.zeros((rows, num_envs, obs_size), obs_dtype),
       action=jnp.zeros((rows, num_envs, action_size), action_dtype),

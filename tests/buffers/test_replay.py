@@ -131,10 +131,11 @@ def test_samples_match_numpy_reference(seed, episode_length, p_terminate,
 
 def test_truncation_bootstraps_from_final_obs_after_many_wraps():
   # Episodes of 5 steps, no terminations, a ring of 7 rows, 40 steps: the
-  # ring wraps five times and the side store's two slots are reused often.
+  # ring wraps five times and the side store's three slots are reused often.
   data = _stream(0, num_envs=3, num_steps=40, episode_length=5, p_terminate=0.)
   state = _filled(data, capacity=21, episode_length=5)
   assert state.final_obs.shape == (3, 3, OBS)  # ceil(7 / 5) + 1 slots.
+  assert int(state.clock) == 40 % 12  # D = ceil(7 / 2) = 4 rows per slot.
   batch = _sample(state, jax.random.PRNGKey(0), batch_size=512, n_step=3,
                   discount=0.9)
   _check_against_reference(data, batch, rows=7, n_step=3, discount=0.9)
@@ -190,7 +191,8 @@ def test_shapes_and_dtypes():
   state = buffers.replay_init(capacity=1000 * 4, num_envs=4, obs_size=5,
                               action_size=2, episode_length=1000)
   assert state.obs.shape == (1000, 4, 5) and state.action.shape == (1000, 4, 2)
-  assert state.final_obs.shape == (2, 4, 5)
+  # A ring no longer than an episode holds at most one truncation per env.
+  assert state.final_obs.shape == (1, 4, 5)
   assert state.terminated.dtype == bool and state.reward.dtype == jnp.float32
   batch = _sample(state, jax.random.PRNGKey(0), batch_size=7, n_step=3,
                   discount=0.99)
