@@ -23,6 +23,11 @@ from roxie.losses.multistep import lambda_returns
 from roxie.losses.multistep import n_step_returns
 from roxie.losses.multistep import n_step_transition
 from roxie.losses.multistep import NStepOutput
+from roxie.losses.ppo import gae_advantages
+from roxie.losses.ppo import GaeOutput
+from roxie.losses.ppo import ppo_policy_loss
+from roxie.losses.ppo import ppo_value_loss
+from roxie.losses.ppo import PpoPolicyOutput
 from roxie.losses.sac import sac_actor_loss
 from roxie.losses.sac import sac_critic_target
 from roxie.losses.sac import sac_temperature_loss
@@ -37,6 +42,8 @@ __all__ = (
     'clipped_double_q',
     'dpg_actor_loss',
     'dpg_loss',
+    'gae_advantages',
+    'GaeOutput',
     'gaussian_entropy',
     'gaussian_kl',
     'gaussian_log_prob',
@@ -50,6 +57,9 @@ __all__ = (
     'n_step_returns',
     'n_step_transition',
     'NStepOutput',
+    'ppo_policy_loss',
+    'ppo_value_loss',
+    'PpoPolicyOutput',
     'sac_actor_loss',
     'sac_critic_target',
     'sac_temperature_loss',
