@@ -13,11 +13,12 @@ the same task functions on the same view of physics, with the semantics in
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional, Tuple
+from typing import Optional, Tuple, Union
 
 import numpy as np
 
 from roxie.envs import common
+from roxie.envs.task import Task
 from roxie.envs.tasks import TASKS, get_task
 
 BACKENDS = ('cpu', 'mjx')
@@ -48,13 +49,14 @@ class NativeEnv(common.BatchedEnv):
     self.physics.set_host_state(rows)
 
 
-def make(task_name: str, *, backend: str = 'cpu', num_envs: int,
+def make(task_name: Union[str, Task], *, backend: str = 'cpu', num_envs: int,
          episode_length: Optional[int] = None, nthread: Optional[int] = None,
          impl: str = 'jax') -> common.BatchedEnv:
   """A batch of `num_envs` environments of a registered task.
 
   Args:
-    task_name: e.g. 'CartpoleSwingup'; see `list_tasks()`.
+    task_name: e.g. 'CartpoleSwingup' (see `list_tasks()`), or a `Task`
+      (for a task of one's own, unregistered).
     backend: 'cpu' (native MuJoCo, `mujoco.batch`) or 'mjx'.
     num_envs: B, the number of parallel environments.
     episode_length: steps before a time-limit truncation; default the task's.
@@ -68,7 +70,7 @@ def make(task_name: str, *, backend: str = 'cpu', num_envs: int,
     KeyError: unknown task (the message lists the available ones).
     ValueError: unknown backend, bad sizes, or options of the other backend.
   """
-  task = get_task(task_name)
+  task = task_name if isinstance(task_name, Task) else get_task(task_name)
   if backend not in BACKENDS:
     raise ValueError(f'Unknown backend {backend!r}; choose one of {BACKENDS}.')
   num_envs = int(num_envs)

@@ -248,7 +248,7 @@ class BatchedEnv:
     clipped = jnp.sum(outside, axis=1, dtype=jnp.int32)
     action = jnp.clip(jnp.nan_to_num(action, nan=0.0), -1.0, 1.0)
     offset, scale = _control_map(self.model)
-    return offset + scale * action, clipped
+    return offset[None] + scale[None] * action, clipped
 
   # -- the Env protocol -----------------------------------------------------
 

@@ -24,13 +24,13 @@ step is n `mjx.step` calls plus one `mjx.forward` for the view.
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Tuple
 
 import jax
 import jax.numpy as jnp
 import mujoco
 from mujoco import mjx
-import numpy as np
 
 from roxie.envs import common
 
@@ -60,6 +60,14 @@ def _step2(m: mjx.Model, d: mjx.Data) -> mjx.Data:
     return mjx.implicit(m, d)
   raise NotImplementedError(
       f'MJX split step: integrator {m.opt.integrator} not supported.')
+
+
+def _allow_rank_promotion(fn):
+  @functools.wraps(fn)
+  def wrapped(*args, **kwargs):
+    with jax.numpy_rank_promotion('allow'):
+      return fn(*args, **kwargs)
+  return wrapped
 
 
 def _field(d: mjx.Data, name: str) -> jax.Array:
@@ -96,7 +104,6 @@ class MjxPhysics(common.Physics):
     self.split = (impl == 'jax' and model.opt.integrator in (
         mujoco.mjtIntegrator.mjINT_EULER,
         mujoco.mjtIntegrator.mjINT_IMPLICITFAST))
-    self.rk4 = model.opt.integrator == mujoco.mjtIntegrator.mjINT_RK4
     self.template = mjx.make_data(self.mx)
 
   # -- per-env pieces (vmapped below) -------------------------------------
@@ -131,11 +138,15 @@ class MjxPhysics(common.Physics):
     return bad(d.qpos) | bad(d.qvel) | bad(d.qacc)
 
   # -- the Physics interface ---------------------------------------------
+  # MJX relies on NumPy rank promotion internally; allow it within its calls
+  # whatever the caller's setting (roxie's tests set 'raise').
 
+  @_allow_rank_promotion
   def init(self, qpos, qvel) -> Tuple[Any, common.View]:
     d = jax.vmap(self._fresh)(qpos, qvel)
     return d, self._view(d)
 
+  @_allow_rank_promotion
   def step(self, state, ctrl, reset_mask, qpos, qvel):
     d = state.replace(ctrl=ctrl.astype(state.ctrl.dtype))
     d = jax.vmap(self._advance)(d)
@@ -149,6 +160,7 @@ class MjxPhysics(common.Physics):
                                  lambda d: (d, view), d)
     return d, view, reset_view, diverged
 
+  @_allow_rank_promotion
   def reset(self, state, mask, qpos, qvel):
     fresh = jax.vmap(self._fresh)(qpos, qvel)
     return common.select(mask, fresh, state), self._view(fresh)
