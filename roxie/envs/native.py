@@ -206,10 +206,12 @@ class NativePhysics(common.Physics):
     if rows.shape != self.batch.state.shape:
       raise ValueError(f'Expected host state of shape {self.batch.state.shape}, '
                        f'got {rows.shape}.')
+    # Counters from before the forward: a restored state that MuJoCo finds
+    # bad (and resets itself) is then reported by the next step as diverged.
+    self._warn_seen = self._bad_counts()
     self.batch.state[...] = rows
     try:
       self.batch.forward(stage=_VEL)
     except mujoco.batch.SimulationError:
       pass  # Those envs diverge on their next step and are reset then.
-    self._warn_seen = self._bad_counts()
     self._resync = True
