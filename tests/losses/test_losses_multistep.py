@@ -137,9 +137,10 @@ def test_n_step_transition_gradient_reaches_only_window_rewards():
 @pytest.mark.parametrize(
     'args, match',
     [
-        ((jnp.ones((2, 3)), jnp.ones(3), jnp.zeros(3, bool)), 'rank'),
-        ((jnp.ones(3), jnp.ones(()), jnp.zeros(3, bool)), 'rank'),
-        ((jnp.ones(3), jnp.ones(3), jnp.zeros(3)), 'type'),
+        ((jnp.ones((2, 3)), jnp.ones(3), jnp.zeros(3, bool)),
+         'input 0 has rank 2'),
+        ((jnp.ones(3), jnp.ones(()), jnp.zeros(3, bool)), 'input 1 has rank 0'),
+        ((jnp.ones(3), jnp.ones(3), jnp.zeros(3)), 'input 2 has type float32'),
         ((jnp.ones(3), jnp.ones(3), jnp.zeros(4, bool)), 'shape'),
     ],
     ids=['reward_rank', 'discount_rank', 'end_not_bool', 'length_mismatch'])
