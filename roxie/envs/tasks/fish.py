@@ -15,6 +15,8 @@ Fields read: `qpos` (fin and tail angles), `qvel` (all velocities), `xmat`
 mouth's position and frame, in which the target is observed). No sensor.
 """
 
+import copy
+
 import jax
 import jax.numpy as jnp
 import mujoco
@@ -29,6 +31,21 @@ _JOINTS = ('tail1', 'tail_twist', 'tail2', 'finright_roll', 'finright_pitch',
 _JOINT_BOUND = 0.2
 _TARGET_LOW = np.array([-0.4, -0.4, 0.1], np.float32)
 _TARGET_HIGH = np.array([0.4, 0.4, 0.3], np.float32)
+
+
+def _load_model():
+  """The suite's model, with every geom's collision bits cleared.
+
+  The dynamics are unchanged: constraints are disabled in this model, so contacts exert no force. But `mjx.put_model` rejects
+  the model as shipped, since it has ellipsoid-box geom pairs, for which MJX
+  has no collision function, whether or not contacts count; with no
+  colliding pair it accepts it. tests/envs/test_suite_locomotion.py checks
+  that MuJoCo steps this model exactly as the suite's.
+  """
+  model = copy.deepcopy(dm_control_model('fish'))
+  model.geom_contype[:] = 0
+  model.geom_conaffinity[:] = 0
+  return model
 
 
 def _consts(model):
@@ -87,7 +104,7 @@ def _reward(view, task_state, c):
 TASKS = {
     'FishSwim': Task(
         name='FishSwim', domain='fish', dmc_task='swim',
-        load_model=lambda: dm_control_model('fish'),
+        load_model=_load_model,
         control_timestep=0.04, episode_length=1000,
         fields=('qpos', 'qvel', 'xmat', 'geom_xpos', 'geom_xmat'),
         consts=_consts, init=_init, observe=_observe, reward=_reward,
