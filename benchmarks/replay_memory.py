@@ -31,7 +31,7 @@ def _nbytes(x) -> int:
 def main():
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument('--shapes', action='store_true',
-                      help='count bytes from jax.eval_shape, allocating nothing')
+                      help='count bytes from jax.eval_shape; allocate nothing')
   args = parser.parse_args()
 
   header = (f'{"task":18} {"capacity":>9} {"envs":>5} {"rows":>6} '

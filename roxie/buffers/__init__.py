@@ -22,6 +22,7 @@ from roxie.buffers.replay import replay_can_sample
 from roxie.buffers.replay import replay_init
 from roxie.buffers.replay import replay_num_sampleable
 from roxie.buffers.replay import replay_sample
+from roxie.buffers.replay import replay_size
 from roxie.buffers.replay import ReplayState
 from roxie.buffers.rollout import rollout_add
 from roxie.buffers.rollout import rollout_from_steps
@@ -48,6 +49,7 @@ __all__ = (
     'replay_init',
     'replay_num_sampleable',
     'replay_sample',
+    'replay_size',
     'ReplayState',
     'rollout_add',
     'rollout_from_steps',

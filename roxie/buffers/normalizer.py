@@ -1,4 +1,4 @@
-"""Running observation statistics that stay accurate in float32 over 10^9 samples.
+"""Running observation statistics, accurate in float32 over 10^9 samples.
 
 `normalizer_update` merges each batch's mean and variance into the running
 ones with the parallel algorithm of Chan, Golub and LeVeque ("Updating

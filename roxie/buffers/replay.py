@@ -4,9 +4,9 @@ Layout. The ring holds R rows of B parallel environments: row t holds, for
 every env, the observation o_t the agent acted on, the action a_t, and the
 reward r_t and the terminated/truncated flags of the step that action led to.
 The next observation of a step is the observation of the following row, so
-no observation is stored twice ("Replay that stores next_obs twice" is what
-we avoid). The one exception is an episode end: environments reset inside
-`step`, so row t + 1 then holds the first observation of the next episode.
+no observation is stored twice. The one exception is an episode end:
+environments reset inside `step`, so row t + 1 then holds the first
+observation of the next episode.
 After a termination that does not matter (the bootstrap weight is 0). After
 a truncation (time limit) the target must bootstrap from the observation the
 step really reached, `TimeStep.final_obs`, so `replay_add` copies it into a
@@ -161,6 +161,15 @@ def replay_add(state: ReplayState, obs: Array, action: Array,
       cursor=(row + 1) % rows,
       size=jnp.minimum(state.size + 1, rows),
       clock=(state.clock + 1) % period)
+
+
+def replay_size(state: ReplayState) -> Array:
+  """[] int32 transitions stored, all envs together (at most R * B).
+
+  Sampling needs more than the newest n rows of every env: test with
+  `replay_can_sample`, not with this count.
+  """
+  return state.size * state.obs.shape[1]
 
 
 def replay_num_sampleable(state: ReplayState, *, n_step: int) -> Array:

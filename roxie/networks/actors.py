@@ -20,7 +20,8 @@ Array = chex.Array
 class DeterministicActorOutput(NamedTuple):
   """What `DeterministicActor` returns."""
   action: Array  # [..., A] tanh(pre_tanh), in [-1, 1].
-  pre_tanh: Array  # [..., A] the unsquashed output, e.g. for a saturation penalty.
+  # [..., A] the unsquashed output, e.g. for a DPG saturation penalty.
+  pre_tanh: Array
 
 
 def _soft_bound(x: Array, bounds: Tuple[float, float]) -> Array:
@@ -106,7 +107,8 @@ class TanhGaussianActor(hk.Module):
     super().__init__(name=name)
     low, high = log_std_bounds
     if not low < high:
-      raise ValueError(f'log_std_bounds must be increasing, got {log_std_bounds}.')
+      raise ValueError(
+          f'log_std_bounds must be increasing, got {log_std_bounds}.')
     self._action_size = action_size
     self._obs_size = obs_size
     self._log_std_bounds = (float(low), float(high))
@@ -166,7 +168,8 @@ class GaussianActor(hk.Module):
     super().__init__(name=name)
     low, high = log_std_bounds
     if state_dependent_std and not low < high:
-      raise ValueError(f'log_std_bounds must be increasing, got {log_std_bounds}.')
+      raise ValueError(
+          f'log_std_bounds must be increasing, got {log_std_bounds}.')
     self._action_size = action_size
     self._obs_size = obs_size
     self._state_dependent_std = state_dependent_std

@@ -205,7 +205,7 @@ class TwinCategoricalCritic(hk.Module):
                action_size: Optional[int] = None,
                output_init_scale: float = 1e-4,
                name: Optional[str] = None):
-    """Builds the critics; arguments as `CategoricalCritic`'s, plus `num_critics`."""
+    """Builds the critics: `CategoricalCritic`'s arguments + `num_critics`."""
     super().__init__(name=name)
     if not v_min < v_max or num_atoms < 2:
       raise ValueError(f'Need v_min < v_max and num_atoms >= 2, got {v_min}, '

@@ -22,7 +22,8 @@ def test_ou_stationary_stddev_and_autocorrelation_match_theory():
       jax.random.PRNGKey(0))
   xs = np.asarray(xs[200:])  # Burn-in: the process starts at 0.
   expected = buffers.ou_stationary_stddev(theta=theta, sigma=sigma, dt=dt)
-  np.testing.assert_allclose(expected, sigma / np.sqrt(theta * (2 - theta * dt)))
+  np.testing.assert_allclose(expected,
+                             sigma / np.sqrt(theta * (2 - theta * dt)))
   np.testing.assert_allclose(xs.std(), expected, rtol=0.03)
   np.testing.assert_allclose(xs.mean(), 0., atol=0.03)
   lag1 = np.mean(xs[1:] * xs[:-1]) / np.mean(xs * xs)

@@ -1,4 +1,4 @@
-"""Tests for roxie.buffers.replay against a NumPy reference of n-step windows."""
+"""Tests for roxie.buffers.replay against a NumPy n-step reference."""
 
 import hypothesis
 from hypothesis import strategies as st
@@ -168,6 +168,7 @@ def test_can_sample_and_empty_ring():
   assert buffers.replay_can_sample(state, n_step=1)
   assert not buffers.replay_can_sample(state, n_step=2)
   assert int(buffers.replay_num_sampleable(state, n_step=1)) == 1
+  assert int(buffers.replay_size(state)) == 4  # 2 rows of 2 envs.
 
 
 def test_add_under_jit_with_donation_and_scan():

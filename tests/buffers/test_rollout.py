@@ -68,7 +68,8 @@ def test_scan_outputs_and_storage_agree():
   assert rollout.extras['log_prob'].shape == (T, B)
   assert rollout.last_obs.shape == (B, O)
   np.testing.assert_array_equal(rollout.last_obs[:, 0], T)
-  np.testing.assert_array_equal(rollout.extras['log_prob'], -rollout.obs[..., 0])
+  np.testing.assert_array_equal(rollout.extras['log_prob'],
+                                -rollout.obs[..., 0])
   # final_obs differs from the next obs exactly where an episode ended.
   ended = np.asarray(rollout.terminated | rollout.truncated)
   next_obs = np.concatenate([rollout.obs[1:], rollout.last_obs[None]], 0)

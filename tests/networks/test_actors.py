@@ -38,7 +38,8 @@ def test_deterministic_actor_shapes_range_and_pre_tanh():
 
 def test_output_layers_start_near_zero():
   obs = jax.random.normal(jax.random.PRNGKey(1), (16, OBS))
-  make = lambda: networks.DeterministicActor(action_size=ACT, hidden_sizes=(32,))
+  make = lambda: networks.DeterministicActor(action_size=ACT,
+                                             hidden_sizes=(32,))
   params, apply = _init_apply(make, obs)
   assert np.max(np.abs(apply(params, obs).action)) < 0.05
 

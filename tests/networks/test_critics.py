@@ -88,7 +88,8 @@ def test_categorical_critic():
   np.testing.assert_allclose(out.probs(), 1. / 11, atol=1e-3)
   np.testing.assert_allclose(
       out.mean(),
-      np.sum(np.asarray(jax.nn.softmax(out.logits)) * np.asarray(out.atoms), -1),
+      np.sum(np.asarray(jax.nn.softmax(out.logits)) * np.asarray(out.atoms),
+             -1),
       rtol=1e-5, atol=1e-6)
   assert net.apply(params, obs[0], action[0]).logits.shape == (11,)
 

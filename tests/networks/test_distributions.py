@@ -13,7 +13,8 @@ from roxie import networks
 
 
 def _np_normal_logpdf(x, mean, std):
-  return -0.5 * ((x - mean) / std)**2 - np.log(std) - 0.5 * math.log(2 * math.pi)
+  return (-0.5 * ((x - mean) / std)**2 - np.log(std)
+          - 0.5 * math.log(2 * math.pi))
 
 
 def test_tanh_log_det_jacobian_matches_direct_form():
@@ -72,7 +73,8 @@ def test_tanh_gaussian_sample_and_log_prob_agree():
 
 def test_tanh_gaussian_stays_finite_at_the_boundary():
   # A mean far out saturates tanh: actions round to exactly +-1 in float32.
-  dist = networks.TanhGaussian(jnp.array([[30., -30.]]), jnp.array([[-3., -3.]]))
+  dist = networks.TanhGaussian(jnp.array([[30., -30.]]),
+                               jnp.array([[-3., -3.]]))
   action, log_prob = dist.sample_and_log_prob(jax.random.PRNGKey(1))
   np.testing.assert_array_equal(np.abs(action), 1.)
   assert np.all(np.isfinite(log_prob))
@@ -90,7 +92,8 @@ def test_tanh_gaussian_mode():
 def test_tanh_gaussian_density_integrates_to_one():
   dist = networks.TanhGaussian(jnp.array([0.4]), jnp.array([-0.3]))
   a = np.linspace(-1., 1., 200001)[1:-1]
-  density = np.exp(jax.vmap(dist.log_prob)(jnp.asarray(a[:, None], jnp.float32)))
+  actions = jnp.asarray(a[:, None], jnp.float32)
+  density = np.exp(jax.vmap(dist.log_prob)(actions))
   np.testing.assert_allclose(np.trapezoid(density, a), 1., atol=2e-3)
 
 
