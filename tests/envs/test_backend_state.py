@@ -152,3 +152,21 @@ def test_set_host_state_checks_shape():
   env = _env('cpu')
   with pytest.raises(ValueError, match='host state of shape'):
     env.set_host_state(np.zeros((B + 1, 3)))
+
+
+def test_native_flags_bad_rows_without_warnings():
+  """A bad qpos/qvel that MuJoCo has not (yet) flagged is caught by the scan."""
+  env = _env('cpu')
+  reset, _ = _jitted(env)
+  jax.block_until_ready(reset(jax.random.key(0)))
+  physics = env.physics
+  saved = env.get_host_state()
+  diverged = np.zeros(B, bool)
+  physics._find_diverged(diverged)  # pylint: disable=protected-access
+  assert not diverged.any()
+  start = mujoco.mj_stateSize(env.model, mujoco.mjtState.mjSTATE_TIME)
+  physics.batch.state[1, start] = np.nan  # qpos, written behind its back
+  physics.batch.state[2, _qvel_slice(env.model).start] = -2e10
+  physics._find_diverged(diverged)  # pylint: disable=protected-access
+  np.testing.assert_array_equal(diverged, [False, True, True, False])
+  env.set_host_state(saved)
