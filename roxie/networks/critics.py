@@ -106,20 +106,24 @@ class TwinQCritic(hk.Module):
                name: Optional[str] = None):
     """Builds the critics; arguments as `QCritic`'s, plus `num_critics`."""
     super().__init__(name=name)
-    self._num_critics = num_critics
     self._obs_size = obs_size
     self._action_size = action_size
-    self._member_kwargs = dict(
-        hidden_sizes=hidden_sizes, activation=activation,
-        layer_norm=layer_norm, output_init_scale=output_init_scale)
+
+    def member(obs, action):
+      return QCritic(hidden_sizes=hidden_sizes, activation=activation,
+                     layer_norm=layer_norm,
+                     output_init_scale=output_init_scale,
+                     name='q_critic')(obs, action)
+
+    # Built once, so that repeated calls share the parameters.
+    self._critics = torsos.ensemble(member, size=num_critics)
 
   def __call__(self, obs: Array, action: Array) -> Array:
     """Returns [num_critics, ...] Q-values, one row per critic."""
     # Check here so that errors name this module, not the inner one.
     _critic_input(obs, action, self._obs_size, self._action_size,
                   self.module_name)
-    member = lambda o, a: QCritic(**self._member_kwargs, name='q_critic')(o, a)
-    return torsos.ensemble(member, size=self._num_critics)(obs, action)
+    return self._critics(obs, action)
 
 
 class CategoricalCritic(hk.Module):
@@ -210,14 +214,19 @@ class TwinCategoricalCritic(hk.Module):
     if not v_min < v_max or num_atoms < 2:
       raise ValueError(f'Need v_min < v_max and num_atoms >= 2, got {v_min}, '
                        f'{v_max}, {num_atoms}.')
-    self._num_critics = num_critics
     self._obs_size = obs_size
     self._action_size = action_size
     self._atoms = (float(v_min), float(v_max), num_atoms)
-    self._member_kwargs = dict(
-        v_min=v_min, v_max=v_max, num_atoms=num_atoms,
-        hidden_sizes=hidden_sizes, activation=activation,
-        layer_norm=layer_norm, output_init_scale=output_init_scale)
+
+    def member(obs, action):
+      return CategoricalCritic(
+          v_min=v_min, v_max=v_max, num_atoms=num_atoms,
+          hidden_sizes=hidden_sizes, activation=activation,
+          layer_norm=layer_norm, output_init_scale=output_init_scale,
+          name='categorical_critic')(obs, action).logits
+
+    # Built once, so that repeated calls share the parameters.
+    self._critics = torsos.ensemble(member, size=num_critics)
 
   @property
   def atoms(self) -> Array:
@@ -228,10 +237,7 @@ class TwinCategoricalCritic(hk.Module):
     """Returns logits [num_critics, ..., K] and the atoms [K]."""
     _critic_input(obs, action, self._obs_size, self._action_size,
                   self.module_name)
-    member = lambda o, a: CategoricalCritic(  # pylint: disable=g-long-lambda
-        **self._member_kwargs, name='categorical_critic')(o, a).logits
-    logits = torsos.ensemble(member, size=self._num_critics)(obs, action)
-    return CategoricalQ(logits=logits, atoms=self.atoms)
+    return CategoricalQ(logits=self._critics(obs, action), atoms=self.atoms)
 
 
 class ValueHead(hk.Module):

@@ -105,12 +105,17 @@ def ensemble(member_fn: Callable[..., chex.ArrayTree],
              name: str = 'ensemble') -> Callable[..., chex.ArrayTree]:
   """Turns a network function into an ensemble with independent parameters.
 
-  Must be called inside a haiku transform. Every parameter of `member_fn`
-  gets a new leading axis of length `size` (each member initialised from its
-  own key), and the returned function evaluates all members on the same
-  inputs with one `jax.vmap`, stacking outputs on a new leading axis. This is
-  how `TwinQCritic` and `TwinCategoricalCritic` hold their two critics in one
-  set of arrays, and how a larger ensemble (e.g. REDQ's ten) is built.
+  Must be called inside a haiku transform (or a module's constructor). Every
+  parameter of `member_fn` gets a new leading axis of length `size` (each
+  member initialised from its own key), and the returned function evaluates
+  all members on the same inputs with one `jax.vmap`, stacking outputs on a
+  new leading axis. This is how `TwinQCritic` and `TwinCategoricalCritic`
+  hold their two critics in one set of arrays, and how a larger ensemble
+  (e.g. REDQ's ten) is built.
+
+  Create the ensemble once and call the returned function as often as needed
+  (e.g. on current and next observations): every call shares the same
+  parameters, because the member keys are drawn here, once.
 
   Args:
     member_fn: a function of arrays that builds haiku modules and returns a
@@ -132,7 +137,9 @@ def ensemble(member_fn: Callable[..., chex.ArrayTree],
     # Inputs enter through a closure so that vmap maps only the keys.
     return jax.vmap(lambda key: member.init(key, *args))(member_keys)
 
-  init_all = hk.lift(init_members, name=name)
+  # Reuse is safe: a second call re-runs init with the same keys, so it
+  # registers exactly the same parameters.
+  init_all = hk.lift(init_members, name=name, allow_reuse=True)
 
   def apply_all(*args):
     params = init_all(keys, *args)

@@ -44,13 +44,13 @@ def test_twin_q_critic_layout_and_independence():
   # Every parameter carries the ensemble axis first, and the members differ.
   for leaf in jax.tree.leaves(params):
     assert leaf.shape[0] == 2
-  w0 = params['twin_q_critic/ensemble/q_critic/~/torso/linear_0']['w']
+  w0 = params['twin_q_critic/~/ensemble/q_critic/~/torso/linear_0']['w']
   assert not np.allclose(w0[0], w0[1])
   assert not np.allclose(q[0], q[1])
 
   # Row i of the output is a plain QCritic evaluated with slice i of the params.
   single = _critic(lambda: networks.QCritic(hidden_sizes=(8, 8)))
-  prefix = 'twin_q_critic/ensemble/'
+  prefix = 'twin_q_critic/~/ensemble/'
   for i in range(2):
     member = {k[len(prefix):]: jax.tree.map(lambda x: x[i], v)
               for k, v in params.items()}
@@ -63,16 +63,44 @@ def test_twin_q_critic_gradients_reach_both_members():
   obs, action = _inputs()
   params = twin.init(jax.random.PRNGKey(0), obs, action)
   grads = jax.grad(lambda p: twin.apply(p, obs, action)[1].sum())(params)
-  head = grads['twin_q_critic/ensemble/q_critic/~/head']['w']
+  head = grads['twin_q_critic/~/ensemble/q_critic/~/head']['w']
   assert np.all(head[0] == 0.) and np.any(head[1] != 0.)
+
+
+def test_repeated_calls_share_parameters():
+  def f(obs, action):
+    critic = networks.TwinQCritic(hidden_sizes=(8,), output_init_scale=1.)
+    categorical = networks.TwinCategoricalCritic(
+        v_min=0., v_max=1., num_atoms=3, hidden_sizes=(8,))
+    return (critic(obs, action), critic(obs + 1., action),
+            categorical(obs, action).logits, categorical(obs, action).logits)
+  net = hk.without_apply_rng(hk.transform(f))
+  obs, action = _inputs()
+  params = net.init(jax.random.PRNGKey(0), obs, action)
+  assert len(params) == 4  # One stacked set per critic, not one per call.
+  q, q_next, logits, logits_again = net.apply(params, obs, action)
+  np.testing.assert_array_equal(logits, logits_again)
+  twin = _critic(lambda: networks.TwinQCritic(hidden_sizes=(8,),
+                                              output_init_scale=1.))
+  critic_params = {k: v for k, v in params.items()
+                   if k.startswith('twin_q_critic/')}
+  np.testing.assert_allclose(twin.apply(critic_params, obs + 1., action),
+                             q_next, rtol=1e-6)
+  assert not np.allclose(q, q_next)
 
 
 def test_larger_ensemble():
   def f(x):
-    return networks.ensemble(lambda y: hk.Linear(3)(y), size=5)(x)
+    members = networks.ensemble(lambda y: hk.Linear(3)(y), size=5)
+    return members(x), members(2. * x)
   net = hk.without_apply_rng(hk.transform(f))
-  params = net.init(jax.random.PRNGKey(0), jnp.ones((2, 4)))
-  assert net.apply(params, jnp.ones((2, 4))).shape == (5, 2, 3)
+  x = jnp.ones((2, 4))
+  params = net.init(jax.random.PRNGKey(0), x)
+  assert params['ensemble/linear']['w'].shape == (5, 4, 3)
+  out, out_doubled = net.apply(params, x)
+  assert out.shape == (5, 2, 3)
+  bias = params['ensemble/linear']['b'][:, None, :]
+  np.testing.assert_allclose(out_doubled - bias, 2. * (out - bias), rtol=1e-5)
 
 
 def test_categorical_critic():
