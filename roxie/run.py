@@ -143,7 +143,7 @@ def train(agent: str = 'sac', task: str = DEFAULT_TASK, *, backend: str = 'cpu',
   env = envs.make(task, backend=backend, num_envs=num_envs, **env_options)
   eval_env = envs.make(task, backend=backend, num_envs=eval_episodes,
                        **env_options)
-  recipe = module.make(cfg)
+  recipe = module.make(cfg, env.spec)
   per_iter = loops.env_steps_per_iteration(recipe, num_envs)
   eval_every = int(eval_every or max(per_iter, total // 10))
   iterations = max(1, min(eval_every // per_iter, 1000))
@@ -235,7 +235,7 @@ def evaluate_run(run_dir: str, *, episodes: int = 10, backend: Optional[str] = N
   backend = backend or meta['backend']
   env = envs.make(meta['task'], backend=backend, num_envs=episodes,
                   **meta.get('env_options', {}))
-  recipe = module.make(cfg)
+  recipe = module.make(cfg, env.spec)
   template = jax.eval_shape(recipe.init, jax.random.PRNGKey(0), env.spec)
   template = jax.tree.map(lambda s: np.zeros(s.shape, s.dtype), template)
   agent_state = load_agent_state(os.path.join(run_dir, STATE_FILE), template)

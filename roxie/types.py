@@ -105,6 +105,9 @@ class ReplaySpec(NamedTuple):
 class Recipe(NamedTuple):
   """An agent, as data: pure functions plus what the loop must know.
 
+  A recipe module's `make(config, env_spec) -> Recipe` builds one for an
+  environment's observation and action sizes (networks need them).
+
   init(key, env_spec) -> agent_state
   act(agent_state, obs [B, O], key, *, explore: bool) -> (action [B, A], extras)
       `extras` is a dict of [B, ...] arrays (e.g. PPO's log-probabilities and
@@ -126,6 +129,17 @@ class Recipe(NamedTuple):
   updates_per_iteration: int = 1  # Gradient steps per collected chunk (off-policy).
   steps_per_iteration: int = 1  # Env steps per env per chunk (off-policy).
   warmup_steps: int = 0  # Env steps (all envs together) of uniform random actions first.
+
+
+def check_spec(built_for: EnvSpec, given: EnvSpec) -> None:
+  """Raises if a recipe built for one spec is initialised for another."""
+  if (built_for.obs_size, built_for.action_size) != (given.obs_size,
+                                                      given.action_size):
+    raise ValueError(
+        f'This recipe was built for observations of size '
+        f'{built_for.obs_size} and actions of size {built_for.action_size} '
+        f'({built_for.task}), but the environment has '
+        f'{given.obs_size} and {given.action_size} ({given.task}).')
 
 
 class Env(Protocol):

@@ -147,7 +147,7 @@ def make_compiled_loop(recipe: Recipe, env, *, iterations: int = 1,
                                  metric_shapes)
 
     ready = jnp.logical_and(
-        buffers.replay_size(replay) >= max(rs.batch_size, rs.n_step),
+        buffers.replay_can_sample(replay, n_step=rs.n_step),
         steps_done + env_steps_per_iteration(recipe, num_envs)
         >= recipe.warmup_steps)
     if recipe.updates_per_iteration == 0:
