@@ -51,7 +51,8 @@ class NativeEnv(common.BatchedEnv):
 
 def make(task_name: Union[str, Task], *, backend: str = 'cpu', num_envs: int,
          episode_length: Optional[int] = None, nthread: Optional[int] = None,
-         impl: str = 'jax') -> common.BatchedEnv:
+         callback: Optional[str] = None, impl: str = 'jax'
+         ) -> common.BatchedEnv:
   """A batch of `num_envs` environments of a registered task.
 
   Args:
@@ -61,6 +62,9 @@ def make(task_name: Union[str, Task], *, backend: str = 'cpu', num_envs: int,
     num_envs: B, the number of parallel environments.
     episode_length: steps before a time-limit truncation; default the task's.
     nthread: 'cpu' only: simulation threads (default: all cores).
+    callback: 'cpu' only: how compiled code reaches the host physics,
+      'auto' (default: in-place `buffer_callback` in CPU programs, copying
+      `io_callback` in accelerator programs), 'buffer' or 'io'.
     impl: 'mjx' only: 'jax' (default) or 'warp' (needs Warp, GPU).
 
   Returns:
@@ -87,11 +91,12 @@ def make(task_name: Union[str, Task], *, backend: str = 'cpu', num_envs: int,
     if impl != 'jax':
       raise ValueError("impl is an MJX option; backend='cpu' takes nthread.")
     from roxie.envs import native  # pylint: disable=g-import-not-at-top
-    physics = native.NativePhysics(model, task, num_envs, nthread)
+    physics = native.NativePhysics(model, task, num_envs, nthread,
+                                   callback or 'auto')
     cls = NativeEnv
   else:
-    if nthread is not None:
-      raise ValueError("nthread is a backend='cpu' option.")
+    if nthread is not None or callback is not None:
+      raise ValueError("nthread and callback are backend='cpu' options.")
     from roxie.envs import mjx_backend  # pylint: disable=g-import-not-at-top
     physics = mjx_backend.MjxPhysics(model, task, num_envs, impl)
     cls = common.BatchedEnv

@@ -46,6 +46,7 @@ import time
 from typing import Optional
 
 import jax
+import jax.experimental
 from jax.experimental.buffer_callback import buffer_callback
 import jax.numpy as jnp
 import mujoco
@@ -60,6 +61,10 @@ _BAD_WARNINGS = tuple(int(w) for w in (
     mujoco.mjtWarning.mjWARN_BADQPOS, mujoco.mjtWarning.mjWARN_BADQVEL,
     mujoco.mjtWarning.mjWARN_BADQACC))
 _TOKEN = jax.ShapeDtypeStruct((), jnp.int32)
+# How compiled code calls the host: 'buffer' (jax.experimental.buffer_callback,
+# in place, CPU programs only), 'io' (io_callback: copies, any platform), or
+# 'auto': buffer on CPU, io elsewhere (e.g. inside a GPU program).
+CALLBACKS = ('auto', 'buffer', 'io')
 
 
 class StaleStateError(RuntimeError):
@@ -70,7 +75,7 @@ class NativePhysics(common.Physics):
   """A `mujoco.batch.Batch` of one model; see the module docstring."""
 
   def __init__(self, model: mujoco.MjModel, task, num_envs: int,
-               nthread: Optional[int] = None):
+               nthread: Optional[int] = None, callback: str = 'auto'):
     nthread = os.cpu_count() if nthread is None else int(nthread)
     self.batch = mujoco.batch.Batch(model, num_envs, nthread, persistent=True)
     self.num_envs = num_envs
@@ -98,15 +103,36 @@ class NativePhysics(common.Physics):
     # by every step callback; see benchmarks/env_throughput.py.
     self.step_hook = None  # Nothing stepped yet: adopt the first token seen.
 
+    if callback not in CALLBACKS:
+      raise ValueError(
+          f'Unknown callback {callback!r}; choose one of {CALLBACKS}.')
+    self.callback = callback
     view = {f: jax.ShapeDtypeStruct((num_envs,) + shapes[f], jnp.float32)
             for f in self.fields}
     div = jax.ShapeDtypeStruct((num_envs,), jnp.bool_)
-    self._step_call = buffer_callback(
-        self._host_step, (_TOKEN, view, view, div), has_side_effect=True)
-    self._reset_call = buffer_callback(
-        self._host_reset, (_TOKEN, view), has_side_effect=True)
-    self._init_call = buffer_callback(
-        self._host_init, (_TOKEN, view), has_side_effect=True)
+    self._step_call = self._staged(self._host_step, (_TOKEN, view, view, div))
+    self._reset_call = self._staged(self._host_reset, (_TOKEN, view))
+    self._init_call = self._staged(self._host_init, (_TOKEN, view))
+
+  def _staged(self, host, result_shapes):
+    """`host(ctx, out, *args)` as a traceable function of args -> out."""
+    in_place = buffer_callback(host, result_shapes, has_side_effect=True)
+
+    def copying(*args):
+      def run(*args):
+        out = jax.tree.map(lambda s: np.empty(s.shape, s.dtype), result_shapes)
+        host(None, out, *args)
+        return out
+      return jax.experimental.io_callback(run, result_shapes, *args)
+
+    if self.callback == 'buffer':
+      return in_place
+    if self.callback == 'io':
+      return copying
+    # buffer_callback hands a CPU callback host memory; on an accelerator its
+    # buffers are device memory, so there the copying io_callback is used.
+    return lambda *args: jax.lax.platform_dependent(
+        *args, cpu=in_place, default=copying)
 
   # -- the Physics interface (traced) --------------------------------------
 

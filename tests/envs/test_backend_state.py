@@ -170,3 +170,24 @@ def test_native_flags_bad_rows_without_warnings():
   physics._find_diverged(diverged)  # pylint: disable=protected-access
   np.testing.assert_array_equal(diverged, [False, True, True, False])
   env.set_host_state(saved)
+
+
+def test_native_callback_mechanisms_agree():
+  """The copying io_callback path (used in accelerator programs) is exact."""
+  actions = jnp.asarray(
+      np.random.default_rng(3).uniform(-1, 1, (9, B, 1)), jnp.float32)
+  outs = []
+  for callback in ('io', 'buffer'):
+    env = envs.make(TASK, backend='cpu', num_envs=B, episode_length=4,
+                    callback=callback)
+    def rollout(key, actions, env=env):
+      return jax.lax.scan(env.step, env.reset(key), actions)[1]
+    outs.append(jax.jit(rollout)(jax.random.key(4), actions))
+  assert outs[0].truncated.sum() == 2 * B
+  for a, b in zip(jax.tree.leaves(outs[0]), jax.tree.leaves(outs[1])):
+    np.testing.assert_array_equal(a, b)
+
+
+def test_unknown_callback():
+  with pytest.raises(ValueError, match="'auto', 'buffer', 'io'"):
+    envs.make(TASK, backend='cpu', num_envs=B, callback='ffi')
