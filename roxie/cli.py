@@ -38,6 +38,8 @@ def _parser() -> argparse.ArgumentParser:
   t.add_argument('--eval-every', type=int, default=None,
                  help='environment steps between evaluations')
   t.add_argument('--eval-episodes', type=int, default=10)
+  t.add_argument('--episode-length', type=int, default=None,
+                 help="shorten episodes (default: the task's, 1000 steps)")
   t.add_argument('--quiet', action='store_true')
 
   e = sub.add_parser('eval', help="re-evaluate a finished run's policy")
@@ -92,15 +94,20 @@ def main(argv: Optional[List[str]] = None) -> int:
     envs.get_task(args.task)
   except (config_lib.ConfigError, KeyError) as e:
     return _fail(e.args[0] if isinstance(e, KeyError) else str(e))
-  for name in ('num_envs', 'steps', 'eval_every', 'eval_episodes'):
+  for name in ('num_envs', 'steps', 'eval_every', 'eval_episodes',
+               'episode_length'):
     value = getattr(args, name)
     if value is not None and value < 1:
       return _fail(f'--{name.replace("_", "-")} must be >= 1, got {value}.')
   out = args.out or _default_out(args.agent, args.task, args.seed)
-  run_lib.train(args.agent, args.task, backend=args.backend,
+  result = run_lib.train(args.agent, args.task, backend=args.backend,
                 num_envs=args.num_envs, steps=args.steps, seed=args.seed,
                 out=out, overrides=overrides, eval_every=args.eval_every,
-                eval_episodes=args.eval_episodes, verbose=not args.quiet)
+                eval_episodes=args.eval_episodes, verbose=not args.quiet,
+                env_options=({'episode_length': args.episode_length}
+                             if args.episode_length else None))
+  if args.quiet:  # train() prints the final line itself when not quiet.
+    print(run_lib.final_line(result), flush=True)
   print(f'run saved to {out}')
   return 0
 

@@ -208,9 +208,13 @@ def train(agent: str = 'sac', task: str = DEFAULT_TASK, *, backend: str = 'cpu',
       rows[-1]['eval_return_std']), env_steps=env_steps, sps=sps,
                     wall_time=wall, out=out)
   if verbose:
-    print(f'final eval_return={final.eval_return:.1f} env_steps={env_steps} '
-          f'sps={sps:.0f}', flush=True)
+    print(final_line(final), flush=True)
   return final
+
+
+def final_line(result: RunResult) -> str:
+  return (f'final eval_return={result.eval_return:.1f} '
+          f'env_steps={result.env_steps} sps={result.sps:.0f}')
 
 
 def load_run(run_dir: str):
@@ -236,7 +240,8 @@ def evaluate_run(run_dir: str, *, episodes: int = 10, backend: Optional[str] = N
   env = envs.make(meta['task'], backend=backend, num_envs=episodes,
                   **meta.get('env_options', {}))
   recipe = module.make(cfg, env.spec)
-  template = jax.eval_shape(recipe.init, jax.random.PRNGKey(0), env.spec)
+  template = jax.eval_shape(lambda k: recipe.init(k, env.spec),
+                            jax.random.PRNGKey(0))
   template = jax.tree.map(lambda s: np.zeros(s.shape, s.dtype), template)
   agent_state = load_agent_state(os.path.join(run_dir, STATE_FILE), template)
   evaluate = loops.make_evaluator(recipe, env)
