@@ -164,7 +164,8 @@ def test_timing_model_and_sizes_agree_with_dm_control(name):
   model, theirs = task.load_model(), env.physics.model
   assert task.control_timestep == pytest.approx(env.control_timestep())
   # The suite's time limit over its control timestep.
-  assert task.episode_length == math.ceil(env._step_limit - 1e-9)  # pylint: disable=protected-access
+  step_limit = env._step_limit  # pylint: disable=protected-access
+  assert task.episode_length == math.ceil(step_limit - 1e-9)
   assert task.n_substeps(model) == env._n_sub_steps  # pylint: disable=protected-access
   assert model.opt.timestep == theirs.opt.timestep
   for size in ('nq', 'nv', 'nu', 'nbody', 'ngeom', 'nsensordata'):
@@ -339,13 +340,21 @@ def test_humanoid_contact_detector_agrees_with_mujoco():
           k, consts)))(keys))
   # Half at the suite's start height, half lower so the floor is touched.
   poses[200:, 2] = rng.uniform(0.2, 1.4, 200)
+  # pylint: disable=protected-access
   ours = np.asarray(jax.jit(jax.vmap(
-      lambda q: roxie_humanoid._penetrating(q, consts)))(poses))  # pylint: disable=protected-access
+      lambda q: roxie_humanoid._penetrating(q, consts)))(poses))
+  body_poses = jax.jit(lambda q: roxie_humanoid._body_poses(q, consts))
+  # pylint: enable=protected-access
   theirs = []
-  for q in poses:
+  for i, q in enumerate(poses):
     data.qpos[:] = q
     mujoco.mj_forward(model, data)
     theirs.append(data.ncon > 0)
+    if i % 40 == 0:  # The detector's forward kinematics, on a few poses.
+      xpos, xmat = body_poses(q)
+      np.testing.assert_allclose(xpos, data.xpos, atol=1e-5)
+      np.testing.assert_allclose(np.reshape(xmat, (-1, 9)), data.xmat,
+                                 atol=1e-5)
   theirs = np.array(theirs)
   assert 0.1 < theirs[:200].mean() < 0.5  # Both outcomes are exercised.
   np.testing.assert_array_equal(ours, theirs)
@@ -378,11 +387,21 @@ def _mjx_case(name, seed=0):
           _view(mjx_data, task.fields, data), jnp.asarray(state, jnp.float32))
 
 
-# The tasks that read `sensordata`, one per sensor set.
+# The tasks that read `sensordata`. The hopper's (subtree linear velocity,
+# touch) and the swimmer's (frame position and axes, velocimeter, gyro) cover
+# every sensor type read; the others read only the subtree linear velocity,
+# and an MJX compile costs ~20 s on two busy cores, so they are `slow`.
 @pytest.mark.parametrize('name', [
-    'CheetahRun', 'WalkerWalk', 'HopperHop', 'SwimmerSwimmer6',
+    'HopperHop', 'SwimmerSwimmer6',
+    pytest.param('CheetahRun', marks=pytest.mark.slow),
+    pytest.param('WalkerWalk', marks=pytest.mark.slow),
     pytest.param('HumanoidWalk', marks=pytest.mark.slow)])
 def test_mjx_sensors_give_mujocos_observation(name):
+  """A view from `mjx.forward` gives MuJoCo's observation and reward.
+
+  Both compute every sensor stage at the given state (the touch sensors too),
+  so this compares MJX's sensor code with MuJoCo's, not step semantics.
+  """
   task, consts, view, mjx_view, state = _mjx_case(name)
   fn = jax.jit(lambda v: (task.observe(v, state, consts),
                           task.reward(v, state, consts)))

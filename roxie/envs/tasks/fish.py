@@ -36,10 +36,11 @@ _TARGET_HIGH = np.array([0.4, 0.4, 0.3], np.float32)
 def _load_model():
   """The suite's model, with every geom's collision bits cleared.
 
-  The dynamics are unchanged: constraints are disabled in this model, so contacts exert no force. But `mjx.put_model` rejects
-  the model as shipped, since it has ellipsoid-box geom pairs, for which MJX
-  has no collision function, whether or not contacts count; with no
-  colliding pair it accepts it. tests/envs/test_suite_locomotion.py checks
+  The dynamics are unchanged: constraints are disabled in this model, so
+  contacts exert no force. But `mjx.put_model` rejects the model as shipped,
+  since it has ellipsoid-box geom pairs, for which MJX has no collision
+  function, whether or not contacts count; with no colliding pair it accepts
+  it. tests/envs/test_suite_locomotion.py checks
   that MuJoCo steps this model exactly as the suite's.
   """
   model = copy.deepcopy(dm_control_model('fish'))

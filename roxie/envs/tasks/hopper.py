@@ -4,9 +4,9 @@ Both tasks reward the torso's height above the foot; stand multiplies it by a
 small-control term, hop by a forward-speed term.
 
 Fields read: `qpos` (all but the horizontal position are observed), `qvel`,
-`ctrl` (stand's small-control reward, actuator units), `xipos` (heights of the torso
-and foot centres of mass) and `sensordata` (`torso_subtreelinvel` for the
-speed, and the two foot touch sensors).
+`ctrl` (stand's small-control reward, in actuator units), `xipos` (heights
+of the torso's and foot's centres of mass) and `sensordata`
+(`torso_subtreelinvel` for hop's speed, and the two foot touch sensors).
 
 The touch sensors (`touch_toe`, `touch_heel`) are acceleration-stage
 quantities: the summed normal force of the contacts inside each site's sphere,

@@ -48,23 +48,11 @@ _SPHERE = int(mujoco.mjtGeom.mjGEOM_SPHERE)
 _CAPSULE = int(mujoco.mjtGeom.mjGEOM_CAPSULE)
 
 
-# --- Rotations (quaternions w, x, y, z) --------------------------------------
-
-
-def _quat_mul(a, b):
-  """Hamilton product a * b."""
-  aw, ax, ay, az = a[0], a[1], a[2], a[3]
-  bw, bx, by, bz = b[0], b[1], b[2], b[3]
-  return jnp.stack([
-      aw * bw - ax * bx - ay * by - az * bz,
-      aw * bx + ax * bw + ay * bz - az * by,
-      aw * by - ax * bz + ay * bw + az * bx,
-      aw * bz + ax * by - ay * bx + az * bw,
-  ])
+# --- Rotations ----------------------------------------------------------------
 
 
 def _quat_to_mat(q):
-  """The rotation matrix [3, 3] of a unit quaternion."""
+  """The rotation matrix [3, 3] of a unit quaternion (w, x, y, z)."""
   w, x, y, z = q[0], q[1], q[2], q[3]
   return jnp.stack([
       jnp.stack([1 - 2 * (y * y + z * z), 2 * (x * y - w * z),
@@ -76,10 +64,20 @@ def _quat_to_mat(q):
   ])
 
 
-def _axis_angle_quat(axis, angle):
-  """The quaternion of a rotation by `angle` about the unit `axis` [3]."""
-  return jnp.concatenate([jnp.cos(angle / 2)[None],
-                          jnp.sin(angle / 2) * jnp.asarray(axis)])
+def _np_quat_to_mat(quats):
+  """Rotation matrices [n, 3, 3] of unit quaternions [n, 4], in NumPy."""
+  mats = np.zeros((len(quats), 9))
+  for quat, mat in zip(quats, mats):
+    mujoco.mju_quat2Mat(mat, quat)
+  return mats.reshape(-1, 3, 3).astype(np.float32)
+
+
+def _cross_matrix(axis):
+  """K with K @ v = axis x v, for unit axes [n, 3]: [n, 3, 3]."""
+  x, y, z = axis[:, 0], axis[:, 1], axis[:, 2]
+  zero = np.zeros_like(x)
+  return np.stack([np.stack([zero, -z, y], -1), np.stack([z, zero, -x], -1),
+                   np.stack([-y, x, zero], -1)], 1).astype(np.float32)
 
 
 # --- Contact detection at reset ----------------------------------------------
@@ -127,17 +125,21 @@ def _contact_consts(model):
   return {
       'fk_parent': model.body_parentid.copy(),
       'fk_pos': model.body_pos.astype(np.float32),
-      'fk_quat': model.body_quat.astype(np.float32),
+      'fk_mat': _np_quat_to_mat(model.body_quat),
       'fk_jntadr': model.body_jntadr.copy(),
       'fk_jntnum': model.body_jntnum.copy(),
       'fk_jnt_type': model.jnt_type.copy(),
       'fk_jnt_qposadr': model.jnt_qposadr.copy(),
       'fk_jnt_axis': model.jnt_axis.astype(np.float32),
+      # Rodrigues' terms of each joint axis: R = I + sin K + (1 - cos) K^2.
+      'fk_jnt_k': _cross_matrix(model.jnt_axis),
+      'fk_jnt_k2': _cross_matrix(model.jnt_axis) @ _cross_matrix(
+          model.jnt_axis),
       'fk_jnt_pos': model.jnt_pos.astype(np.float32),
       'fk_qpos0': model.qpos0.astype(np.float32),
       'geom_body': model.geom_bodyid.copy(),
       'geom_pos': model.geom_pos.astype(np.float32),
-      'geom_quat': model.geom_quat.astype(np.float32),
+      'geom_mat': _np_quat_to_mat(model.geom_quat),
       'geom_radius': model.geom_size[:, 0].astype(np.float32),
       # Capsules are segments of this half-length along z; spheres points.
       'geom_half': np.where(model.geom_type == _CAPSULE,
@@ -151,34 +153,36 @@ def _contact_consts(model):
 
 
 def _body_poses(qpos, c):
-  """World positions [nbody, 3] and orientations [nbody, 4] of all bodies.
+  """World positions [nbody, 3] and rotation matrices [nbody, 3, 3].
 
   MuJoCo's `mj_kinematics` for free, hinge and slide joints.
   """
   positions = [jnp.zeros(3)]
-  quats = [jnp.array([1.0, 0.0, 0.0, 0.0])]
+  mats = [jnp.eye(3)]
   for b in range(1, len(c['fk_parent'])):
     parent = int(c['fk_parent'][b])
-    pos = positions[parent] + _quat_to_mat(quats[parent]) @ c['fk_pos'][b]
-    quat = _quat_mul(quats[parent], c['fk_quat'][b])
+    pos = positions[parent] + mats[parent] @ c['fk_pos'][b]
+    mat = mats[parent] @ c['fk_mat'][b]
     first = int(c['fk_jntadr'][b])
     for j in range(first, first + int(c['fk_jntnum'][b])):
       adr = int(c['fk_jnt_qposadr'][j])
       kind = int(c['fk_jnt_type'][j])
       if kind == _FREE:
-        pos = qpos[adr:adr + 3]
-        quat = qpos[adr + 3:adr + 7] / jnp.linalg.norm(qpos[adr + 3:adr + 7])
+        quat = qpos[adr + 3:adr + 7]
+        pos, mat = qpos[adr:adr + 3], _quat_to_mat(quat / jnp.linalg.norm(quat))
       elif kind == _HINGE:
-        anchor = pos + _quat_to_mat(quat) @ c['fk_jnt_pos'][j]
-        quat = _quat_mul(quat, _axis_angle_quat(
-            c['fk_jnt_axis'][j], qpos[adr] - c['fk_qpos0'][adr]))
-        pos = anchor - _quat_to_mat(quat) @ c['fk_jnt_pos'][j]
+        anchor = pos + mat @ c['fk_jnt_pos'][j]
+        angle = qpos[adr] - c['fk_qpos0'][adr]
+        mat = mat @ (np.eye(3, dtype=np.float32) + jnp.sin(angle) *
+                     c['fk_jnt_k'][j] + (1 - jnp.cos(angle)) *
+                     c['fk_jnt_k2'][j])
+        pos = anchor - mat @ c['fk_jnt_pos'][j]
       elif kind == _SLIDE:
-        pos = pos + (_quat_to_mat(quat) @ c['fk_jnt_axis'][j]) * (
+        pos = pos + (mat @ c['fk_jnt_axis'][j]) * (
             qpos[adr] - c['fk_qpos0'][adr])
     positions.append(pos)
-    quats.append(quat / jnp.linalg.norm(quat))
-  return jnp.stack(positions), jnp.stack(quats)
+    mats.append(mat)
+  return jnp.stack(positions), jnp.stack(mats)
 
 
 def _segment_distance(p1, q1, p2, q2):
@@ -218,10 +222,10 @@ def _segment_distance(p1, q1, p2, q2):
 
 def _penetrating(qpos, c):
   """Whether MuJoCo would find any contact in pose `qpos` ([], bool)."""
-  xpos, xquat = _body_poses(qpos, c)
+  xpos, xmat = _body_poses(qpos, c)
   body = c['geom_body']
-  body_mat = jax.vmap(_quat_to_mat)(xquat[body])
-  geom_mat = body_mat @ jax.vmap(_quat_to_mat)(jnp.asarray(c['geom_quat']))
+  body_mat = xmat[body]
+  geom_mat = body_mat @ c['geom_mat']
   centre = xpos[body] + (body_mat @ c['geom_pos'][:, :, None])[..., 0]
   axis = geom_mat[:, :, 2]  # The z axis, along which capsules extend.
   half = (axis * c['geom_half'][:, None])

@@ -43,10 +43,11 @@ _FAR_BOX = 2.0
 def _load_model():
   """The suite's model, with every geom's collision bits cleared.
 
-  The dynamics are unchanged: contacts are disabled in this model (`<flag contact="disable"/>`). But `mjx.put_model` rejects
-  the model as shipped, since it has ellipsoid-box geom pairs, for which MJX
-  has no collision function, whether or not contacts count; with no
-  colliding pair it accepts it. tests/envs/test_suite_locomotion.py checks
+  The dynamics are unchanged: contacts are disabled in this model (its
+  option flag `contact="disable"`). But `mjx.put_model` rejects the model as
+  shipped, since it has ellipsoid-box geom pairs, for which MJX has no
+  collision function, whether or not contacts count; with no colliding pair
+  it accepts it. tests/envs/test_suite_locomotion.py checks
   that MuJoCo steps this model exactly as the suite's.
   """
   model = copy.deepcopy(dm_control_model('swimmer', n_joints=_N_LINKS))

@@ -57,14 +57,23 @@ def randomizer_consts(model: mujoco.MjModel) -> dict:
       module's users has one, so that branch is left out rather than
       untested).
   """
-  if (model.jnt_type == _BALL).any():
+  kind, limited = model.jnt_type, model.jnt_limited.astype(bool)
+  if (kind == _BALL).any():
     raise NotImplementedError('Ball joints are not randomised here.')
+  scalar = (kind == _HINGE) | (kind == _SLIDE)
+  # Scalar joints drawn uniformly: limited ones over their range, unlimited
+  # hinges over a full turn; unlimited slides keep qpos0.
+  drawn = scalar & (limited | (kind == _HINGE))
+  low = np.where(limited, model.jnt_range[:, 0], -np.pi)[drawn]
+  high = np.where(limited, model.jnt_range[:, 1], np.pi)[drawn]
+  free = model.jnt_qposadr[kind == _FREE]
   return {
       'rand_qpos0': model.qpos0.astype(np.float32),
-      'rand_type': model.jnt_type.copy(),
-      'rand_limited': model.jnt_limited.astype(bool),
-      'rand_range': model.jnt_range.astype(np.float32),
-      'rand_qposadr': model.jnt_qposadr.copy(),
+      'rand_scalar_qpos': model.jnt_qposadr[drawn].copy(),
+      'rand_low': low.astype(np.float32),
+      'rand_high': high.astype(np.float32),
+      # qpos indices of the free joints' quaternions, [nfree, 4].
+      'rand_quat_qpos': (free[:, None] + np.arange(3, 7)[None]),
   }
 
 
@@ -75,7 +84,8 @@ def randomize_limited_and_rotational_joints(key, c):
   over its range; an unlimited hinge is uniform over [-pi, pi]; a free joint
   keeps its position and gets the normalised quaternion of four U[0, 1)
   draws (the suite's choice, kept for fidelity: it is not uniform over
-  rotations); an unlimited slide keeps its `qpos0`.
+  rotations); an unlimited slide keeps its `qpos0`. (All draws are made at
+  once: one random call per joint makes the compile slow.)
 
   Args:
     key: a JAX PRNG key.
@@ -84,22 +94,15 @@ def randomize_limited_and_rotational_joints(key, c):
   Returns:
     qpos [nq] float32.
   """
+  scalar_key, quat_key = jax.random.split(key)
   qpos = jnp.asarray(c['rand_qpos0'])
-  keys = jax.random.split(key, len(c['rand_type']))
-  for j, (kind, limited, (low, high), adr) in enumerate(zip(
-      c['rand_type'], c['rand_limited'], c['rand_range'],
-      c['rand_qposadr'])):
-    adr, kind = int(adr), int(kind)
-    if kind in (_HINGE, _SLIDE):
-      if limited:
-        qpos = qpos.at[adr].set(
-            jax.random.uniform(keys[j], (), minval=low, maxval=high))
-      elif kind == _HINGE:
-        qpos = qpos.at[adr].set(
-            jax.random.uniform(keys[j], (), minval=-jnp.pi, maxval=jnp.pi))
-    elif kind == _FREE:
-      quat = jax.random.uniform(keys[j], (4,))
-      qpos = qpos.at[adr + 3:adr + 7].set(quat / jnp.linalg.norm(quat))
+  qpos = qpos.at[c['rand_scalar_qpos']].set(jax.random.uniform(
+      scalar_key, c['rand_low'].shape, minval=c['rand_low'],
+      maxval=c['rand_high']))
+  if len(c['rand_quat_qpos']):
+    quat = jax.random.uniform(quat_key, c['rand_quat_qpos'].shape)
+    qpos = qpos.at[c['rand_quat_qpos']].set(
+        quat / jnp.linalg.norm(quat, axis=-1, keepdims=True))
   return qpos
 
 
