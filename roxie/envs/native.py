@@ -98,10 +98,10 @@ class NativePhysics(common.Physics):
     self._warn_seen = np.zeros(num_envs, np.int64)
     self._warn_total = 0
     self._version = 0
-    self._resync = True
+    self._resync = True  # Nothing stepped yet: adopt the first token seen.
     # Profiling: called as step_hook(t_enter, t_exit) (perf_counter seconds)
     # by every step callback; see benchmarks/env_throughput.py.
-    self.step_hook = None  # Nothing stepped yet: adopt the first token seen.
+    self.step_hook = None
 
     if callback not in CALLBACKS:
       raise ValueError(
