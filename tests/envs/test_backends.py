@@ -91,6 +91,9 @@ def test_mjx_warp_unavailable_is_clear():
 @pytest.mark.parametrize('task,domain,dmc_task', [
     ('PendulumSwingup', 'pendulum', 'swingup'),
     ('CartpoleSwingup', 'cartpole', 'swingup'),  # RK4 integrator
+    ('CheetahRun', 'cheetah', 'run'),  # Contacts, a velocity sensor.
+    pytest.param('HumanoidWalk', 'humanoid', 'walk',  # 5 substeps, ctrl used.
+                 marks=pytest.mark.slow),  # ~40 s of compiling on 2 cores.
 ])
 def test_native_matches_dm_control(task, domain, dmc_task):
   """Same initial state and actions: the suite's observations and rewards."""
