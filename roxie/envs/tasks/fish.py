@@ -82,7 +82,9 @@ def _init(key, c):
 def _mouth_to_target(view, target, c):
   """Mouth-to-target vector in the mouth's frame."""
   frame = view['geom_xmat'][c['mouth']].reshape(3, 3)
-  return (target - view['geom_xpos'][c['mouth']]) @ frame
+  # Full float32: GPUs may otherwise run float32 matmuls in TF32.
+  return jnp.matmul(target - view['geom_xpos'][c['mouth']], frame,
+                    precision=jax.lax.Precision.HIGHEST)
 
 
 def _observe(view, task_state, c):

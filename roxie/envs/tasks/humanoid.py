@@ -51,6 +51,11 @@ _CAPSULE = int(mujoco.mjtGeom.mjGEOM_CAPSULE)
 # --- Rotations ----------------------------------------------------------------
 
 
+def _mm(a, b):
+  """`a @ b` in full float32 (GPUs may otherwise use TF32, ~1e-3 error)."""
+  return jnp.matmul(a, b, precision=jax.lax.Precision.HIGHEST)
+
+
 def _quat_to_mat(q):
   """The rotation matrix [3, 3] of a unit quaternion (w, x, y, z)."""
   w, x, y, z = q[0], q[1], q[2], q[3]
@@ -161,8 +166,8 @@ def _body_poses(qpos, c):
   mats = [jnp.eye(3)]
   for b in range(1, len(c['fk_parent'])):
     parent = int(c['fk_parent'][b])
-    pos = positions[parent] + mats[parent] @ c['fk_pos'][b]
-    mat = mats[parent] @ c['fk_mat'][b]
+    pos = positions[parent] + _mm(mats[parent], c['fk_pos'][b])
+    mat = _mm(mats[parent], c['fk_mat'][b])
     first = int(c['fk_jntadr'][b])
     for j in range(first, first + int(c['fk_jntnum'][b])):
       adr = int(c['fk_jnt_qposadr'][j])
@@ -171,14 +176,14 @@ def _body_poses(qpos, c):
         quat = qpos[adr + 3:adr + 7]
         pos, mat = qpos[adr:adr + 3], _quat_to_mat(quat / jnp.linalg.norm(quat))
       elif kind == _HINGE:
-        anchor = pos + mat @ c['fk_jnt_pos'][j]
+        anchor = pos + _mm(mat, c['fk_jnt_pos'][j])
         angle = qpos[adr] - c['fk_qpos0'][adr]
-        mat = mat @ (np.eye(3, dtype=np.float32) + jnp.sin(angle) *
-                     c['fk_jnt_k'][j] + (1 - jnp.cos(angle)) *
-                     c['fk_jnt_k2'][j])
-        pos = anchor - mat @ c['fk_jnt_pos'][j]
+        mat = _mm(mat, np.eye(3, dtype=np.float32)
+                  + jnp.sin(angle) * c['fk_jnt_k'][j]
+                  + (1 - jnp.cos(angle)) * c['fk_jnt_k2'][j])
+        pos = anchor - _mm(mat, c['fk_jnt_pos'][j])
       elif kind == _SLIDE:
-        pos = pos + (mat @ c['fk_jnt_axis'][j]) * (
+        pos = pos + _mm(mat, c['fk_jnt_axis'][j]) * (
             qpos[adr] - c['fk_qpos0'][adr])
     positions.append(pos)
     mats.append(mat)
@@ -225,8 +230,8 @@ def _penetrating(qpos, c):
   xpos, xmat = _body_poses(qpos, c)
   body = c['geom_body']
   body_mat = xmat[body]
-  geom_mat = body_mat @ c['geom_mat']
-  centre = xpos[body] + (body_mat @ c['geom_pos'][:, :, None])[..., 0]
+  geom_mat = _mm(body_mat, c['geom_mat'])
+  centre = xpos[body] + _mm(body_mat, c['geom_pos'][:, :, None])[..., 0]
   axis = geom_mat[:, :, 2]  # The z axis, along which capsules extend.
   half = (axis * c['geom_half'][:, None])
   ends = (centre - half, centre + half)
@@ -291,8 +296,8 @@ def _observe(view, task_state, c):
       'joint_angles': view['qpos'][c['joints']],
       'head_height': xpos[c['head'], 2],
       # Hands and feet, left then right, relative to the torso, in its frame.
-      'extremities': ((xpos[c['extremities']] - xpos[torso][None])
-                      @ frame).ravel(),
+      'extremities': _mm(xpos[c['extremities']] - xpos[torso][None],
+                         frame).ravel(),
       'torso_vertical': view['xmat'][torso, 6:9],  # zx, zy, zz
       'com_velocity': _com_velocity(view, c),
       'velocity': view['qvel'],

@@ -93,9 +93,11 @@ def _nose_to_target(view, target_xy, c):
   s = view['sensordata']
   target = jnp.concatenate([target_xy, jnp.full((1,), c['target_z'])])
   delta = target - s[c['nose']:c['nose'] + 3]
+  # Elementwise products and sums, not dots: GPUs may run float32 dots in
+  # TF32.
   return jnp.stack([
-      jnp.dot(delta, s[c['head_xaxis']:c['head_xaxis'] + 3]),
-      jnp.dot(delta, s[c['head_yaxis']:c['head_yaxis'] + 3]),
+      jnp.sum(delta * s[c['head_xaxis']:c['head_xaxis'] + 3]),
+      jnp.sum(delta * s[c['head_yaxis']:c['head_yaxis'] + 3]),
   ])
 
 
