@@ -1,0 +1,252 @@
+"""MPO: maximum a posteriori policy optimisation with a Q critic.
+
+"Maximum a Posteriori Policy Optimisation", Abdolmaleki et al., 2018
+(https://arxiv.org/abs/1806.06920), with the decoupled Gaussian M-step of
+"Relative Entropy Regularized Policy Iteration", Abdolmaleki et al., 2018
+(https://arxiv.org/abs/1812.02256).
+
+One update, on an n-step replay batch (s, a, R, d, s'):
+
+  1. Draw N actions per s' from the *target* policy (pre-clip Gaussian
+     samples) and score them with the *target* critic on the clipped actions,
+     which is what the environment would execute.
+  2. Critic: TD towards R + d * mean_i Q_target(s', clip(a_i)).
+  3. E-step at s': weights softmax(Q / temperature), temperature set by its
+     dual so that KL(weights || target policy) stays near `epsilon`.
+  4. M-step at s': weighted maximum likelihood of the pre-clip samples (their
+     log-likelihood, not that of the clipped action), mean and std fitted
+     separately under KL(target || online) bounds `epsilon_mean` and
+     `epsilon_std`, with Lagrange multipliers alpha_mean, alpha_std.
+  5. Duals (log temperature, log alphas) take a step of their own optimiser
+     (Adam, `dual_lr`); targets follow the online networks.
+
+Steps 1-4 share one set of target-critic evaluations, as Acme's MPO learner
+does: the policy is improved at the batch's bootstrap states s', which are
+replay states like any other.
+
+Targets: with `target_update_period == 0` (default) both target networks
+track the online ones by Polyak averaging with `tau` after every update;
+with `target_update_period = K > 0` they are hard copies refreshed every K
+updates (as in Acme's MPO, K = 100).
+
+Actions: the policy is an unsquashed diagonal Gaussian with state-dependent
+std (`roxie.networks.GaussianActor`); `act` clips samples (or the mean, for
+evaluation) into [-1, 1], and the critic always sees clipped actions, so
+Q(s, clip(a)) is the value of the pre-clip sample a whose likelihood the
+M-step maximises.
+
+Published settings (the original Roxie release) are one config away:
+
+  Config(num_envs=1024, total_steps=500_000_000, steps_per_iteration=2,
+         updates_per_iteration=20, warmup_steps=10_000, batch_size=512,
+         n_step=5, hidden_sizes=(256, 256), num_samples=20, epsilon=0.1,
+         epsilon_mean=1e-3, epsilon_std=1e-5, dual_lr=1e-2, policy_lr=3e-4,
+         critic_lr=3e-4, tau=0.005, max_grad_norm=1.0)
+
+(2,048 env steps and 20 gradient steps per iteration with 1,024 envs.)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import NamedTuple, Optional, Tuple
+
+import haiku as hk
+import jax
+import jax.numpy as jnp
+import optax
+
+from roxie import losses, networks
+from roxie.types import EnvSpec, Recipe, ReplaySpec, Transition, check_spec
+
+# Duals live in log space; this floor (log 1e-8) keeps them from vanishing.
+_MIN_LOG_DUAL = -18.
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+  """MPO hyperparameters; the defaults suit a 2-core CPU."""
+  # Collection and schedule.
+  num_envs: int = 8
+  total_steps: int = 200_000
+  steps_per_iteration: int = 1  # Env steps per env between update bursts.
+  updates_per_iteration: int = 2  # Gradient steps per burst.
+  warmup_steps: int = 5_000  # Uniform random actions first.
+  # Replay and targets.
+  replay_capacity: int = 500_000
+  batch_size: int = 256
+  n_step: int = 3
+  discount: float = 0.99
+  tau: float = 0.005  # Polyak rate, used when target_update_period == 0.
+  target_update_period: int = 0  # > 0: hard target copies every K updates.
+  # Networks and optimisation.
+  hidden_sizes: Tuple[int, ...] = (256, 256)
+  layer_norm: bool = True
+  policy_lr: float = 3e-4
+  critic_lr: float = 3e-4
+  max_grad_norm: Optional[float] = 1.0
+  # Initial std exp(mean(log_std_bounds)) ~ 0.5; the head bounds it softly.
+  log_std_bounds: Tuple[float, float] = (-5., 3.6)
+  # MPO.
+  num_samples: int = 20  # N actions per state for the E-step.
+  epsilon: float = 0.1  # E-step KL bound.
+  epsilon_mean: float = 1e-3  # M-step KL bound on the mean.
+  epsilon_std: float = 1e-5  # M-step KL bound on the std.
+  per_dimension: bool = True  # Bound each action dimension's KL (as Acme).
+  dual_lr: float = 1e-2
+  init_temperature: float = 1.
+  init_alpha_mean: float = 1.
+  init_alpha_std: float = 10.
+
+
+class Duals(NamedTuple):
+  log_temperature: jnp.ndarray  # []
+  log_alpha_mean: jnp.ndarray  # [A] per dimension, else []
+  log_alpha_std: jnp.ndarray  # [A] per dimension, else []
+
+
+class State(NamedTuple):
+  policy: hk.Params
+  target_policy: hk.Params
+  critic: hk.Params
+  target_critic: hk.Params
+  duals: Duals
+  policy_opt: optax.OptState
+  critic_opt: optax.OptState
+  dual_opt: optax.OptState
+  steps: jnp.ndarray  # [] int32 updates made.
+
+
+def _optimizer(lr: float, max_grad_norm: Optional[float]):
+  adam = optax.adam(lr)
+  return adam if max_grad_norm is None else optax.chain(
+      optax.clip_by_global_norm(max_grad_norm), adam)
+
+
+def make(config: Config, spec: EnvSpec) -> Recipe:
+  """Builds the MPO recipe for environments of `spec`."""
+  c = config
+  if c.num_samples < 1:
+    raise ValueError(f'num_samples must be >= 1, got {c.num_samples}.')
+  policy_opt = _optimizer(c.policy_lr, c.max_grad_norm)
+  critic_opt = _optimizer(c.critic_lr, c.max_grad_norm)
+  dual_opt = optax.adam(c.dual_lr)
+
+  policy = hk.without_apply_rng(hk.transform(
+      lambda o: networks.GaussianActor(
+          action_size=spec.action_size, hidden_sizes=c.hidden_sizes,
+          activation=jax.nn.elu, layer_norm=c.layer_norm,
+          state_dependent_std=True, log_std_bounds=c.log_std_bounds,
+          obs_size=spec.obs_size)(o)))
+  critic = hk.without_apply_rng(hk.transform(
+      lambda o, a: networks.QCritic(
+          hidden_sizes=c.hidden_sizes, activation=jax.nn.elu,
+          layer_norm=c.layer_norm, obs_size=spec.obs_size,
+          action_size=spec.action_size)(o, a)))
+  alpha_shape = (spec.action_size,) if c.per_dimension else ()
+
+  def init(key, env_spec: EnvSpec) -> State:
+    check_spec(spec, env_spec)
+    k1, k2 = jax.random.split(key)
+    obs = jnp.zeros((1, spec.obs_size))
+    act = jnp.zeros((1, spec.action_size))
+    policy_params = policy.init(k1, obs)
+    critic_params = critic.init(k2, obs, act)
+    log = lambda x, shape=(): jnp.full(shape, jnp.log(x), jnp.float32)
+    duals = Duals(log_temperature=log(c.init_temperature),
+                  log_alpha_mean=log(c.init_alpha_mean, alpha_shape),
+                  log_alpha_std=log(c.init_alpha_std, alpha_shape))
+    return State(policy=policy_params, target_policy=policy_params,
+                 critic=critic_params, target_critic=critic_params,
+                 duals=duals, policy_opt=policy_opt.init(policy_params),
+                 critic_opt=critic_opt.init(critic_params),
+                 dual_opt=dual_opt.init(duals), steps=jnp.zeros((), jnp.int32))
+
+  def act(state: State, obs, key, *, explore: bool = True):
+    dist = policy.apply(state.policy, obs)
+    action = dist.sample(key) if explore else dist.mode()
+    return jnp.clip(action, -1., 1.), {}
+
+  def update(state: State, batch: Transition, key):
+    n = c.num_samples
+    # 1. N pre-clip samples per next state from the target policy, scored by
+    # the target critic on the clipped actions: [N, B, A] and [N, B].
+    target_dist = policy.apply(state.target_policy, batch.next_obs)
+    samples = jax.vmap(target_dist.sample)(jax.random.split(key, n))
+    next_obs = jnp.broadcast_to(batch.next_obs, (n,) + batch.next_obs.shape)
+    q_samples = critic.apply(state.target_critic, next_obs,
+                             jnp.clip(samples, -1., 1.))
+
+    # 2. Critic: n-step TD towards the expected target Q under the policy.
+    target = jax.vmap(losses.td_target)(batch.reward, batch.discount,
+                                        jnp.mean(q_samples, 0))
+
+    def critic_loss(params):
+      q = critic.apply(params, batch.obs, batch.action)
+      return 0.5 * jnp.mean(jnp.square(q - target)), q
+
+    (c_loss, q), grads = jax.value_and_grad(critic_loss, has_aux=True)(
+        state.critic)
+    updates, critic_opt_state = critic_opt.update(grads, state.critic_opt,
+                                                  state.critic)
+    critic_params = optax.apply_updates(state.critic, updates)
+
+    # 3-4. E-step and decoupled M-step at each next state; the loss carries
+    # gradients to the policy (through the online mean/std) and to the duals.
+    def policy_loss(params, duals: Duals):
+      online = policy.apply(params, batch.next_obs)
+      per_state = jax.vmap(
+          lambda q_i, a_i, m, s, tm, ts: losses.gaussian_mpo_loss(
+              q_i, a_i, m, s, tm, ts, duals.log_temperature,
+              duals.log_alpha_mean, duals.log_alpha_std, epsilon=c.epsilon,
+              epsilon_mean=c.epsilon_mean, epsilon_std=c.epsilon_std,
+              per_dimension=c.per_dimension),
+          in_axes=(1, 1, 0, 0, 0, 0))
+      out = per_state(q_samples, samples, online.mean, online.stddev,
+                      target_dist.mean, target_dist.stddev)
+      return jnp.mean(out.loss), out
+
+    (p_loss, out), (p_grads, d_grads) = jax.value_and_grad(
+        policy_loss, argnums=(0, 1), has_aux=True)(state.policy, state.duals)
+    updates, policy_opt_state = policy_opt.update(p_grads, state.policy_opt,
+                                                  state.policy)
+    policy_params = optax.apply_updates(state.policy, updates)
+    updates, dual_opt_state = dual_opt.update(d_grads, state.dual_opt)
+    duals = jax.tree.map(lambda x: jnp.maximum(x, _MIN_LOG_DUAL),
+                         optax.apply_updates(state.duals, updates))
+
+    # 5. Targets: Polyak averaging, or hard copies every K updates.
+    steps = state.steps + 1
+    if c.target_update_period > 0:
+      follow = lambda new, old: optax.periodic_update(
+          new, old, steps, c.target_update_period)
+    else:
+      follow = lambda new, old: optax.incremental_update(new, old, c.tau)
+    new_state = State(
+        policy=policy_params, target_policy=follow(policy_params,
+                                                   state.target_policy),
+        critic=critic_params, target_critic=follow(critic_params,
+                                                   state.target_critic),
+        duals=duals, policy_opt=policy_opt_state,
+        critic_opt=critic_opt_state, dual_opt=dual_opt_state, steps=steps)
+
+    weights = out.e_step.weights  # [B, N]
+    e_step_kl = jnp.mean(jnp.sum(weights * jnp.log(weights * n + 1e-12), -1))
+    metrics = {
+        'critic_loss': c_loss, 'policy_loss': p_loss, 'q': jnp.mean(q),
+        'temperature': jnp.mean(out.e_step.temperature),
+        'alpha_mean': jnp.mean(out.m_step.alpha_mean),
+        'alpha_std': jnp.mean(out.m_step.alpha_std),
+        'kl_e_step': e_step_kl,
+        'kl_mean': jnp.mean(jnp.sum(out.m_step.kl_mean, -1)),
+        'kl_std': jnp.mean(jnp.sum(out.m_step.kl_std, -1)),
+        'std': jnp.mean(target_dist.stddev)}
+    return new_state, metrics
+
+  return Recipe(
+      name='mpo', config=c, init=init, act=act, update=update, on_policy=False,
+      replay=ReplaySpec(capacity=c.replay_capacity, batch_size=c.batch_size,
+                        n_step=c.n_step, discount=c.discount),
+      steps_per_iteration=c.steps_per_iteration,
+      updates_per_iteration=c.updates_per_iteration,
+      warmup_steps=c.warmup_steps)
