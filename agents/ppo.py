@@ -1,0 +1,226 @@
+"""PPO: proximal policy optimisation with GAE and a separate value network.
+
+"Proximal Policy Optimization Algorithms", Schulman et al., 2017
+(https://arxiv.org/abs/1707.06347), with generalised advantage estimation,
+"High-Dimensional Continuous Control Using Generalized Advantage
+Estimation", Schulman et al., 2015 (https://arxiv.org/abs/1506.02438).
+
+The loop collects one [T, B] rollout with `act` (which also returns the
+behaviour log-probability, the value and the pre-clip action as extras) and
+hands it to `update`, which
+
+  1. values every step's TRUE next observation, V(final_obs[t]), so a
+     truncated step bootstraps from the state it reached and a terminated
+     one does not bootstrap at all; GAE(lambda) never crosses an episode end;
+  2. folds the rollout's observations into the running observation
+     statistics (mean/variance, `roxie.buffers.normalizer_*`);
+  3. runs `num_epochs` passes, each over a fresh permutation of the T * B
+     samples cut into `num_minibatches` minibatches (`lax.scan` over both),
+     minimising the clipped surrogate (advantages standardised per minibatch)
+     minus an entropy bonus, and the (optionally clipped) value loss.
+
+What keeps it stable where the published arms collapsed: observations are
+standardised and clipped; the policy and the value function are separate
+networks with separate optimisers, each with its own gradient-norm clip, so
+large value errors never crowd out the policy step; the log std is one
+learned vector per action (state-independent), started below 0 and clamped
+to `log_std_range`; actions are clipped into [-1, 1] for the environment
+while the likelihood is always that of the pre-clip sample.
+
+Normalisation and the policy: `act` runs inside the collection scan with the
+agent state of the iteration's start, so the stored log-probabilities and
+values use the statistics of that time. The statistics are updated before
+the epochs, so the probability ratio measures the change of the policy the
+next rollout will actually run, input statistics included.
+
+Published settings (the original Roxie release) are one config away:
+
+  Config(num_envs=1024, rollout_length=32, num_epochs=5, num_minibatches=4,
+         clip_epsilon=0.2, gae_lambda=0.95, entropy_coef=0.002,
+         total_steps=500_000_000)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import NamedTuple, Optional, Tuple
+
+import haiku as hk
+import jax
+import jax.numpy as jnp
+import optax
+
+from roxie import buffers, losses, networks
+from roxie.types import EnvSpec, Recipe, Rollout, check_spec
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+  """PPO hyperparameters; the defaults suit a 2-core CPU."""
+  # Collection and schedule.
+  num_envs: int = 16
+  total_steps: int = 1_000_000
+  rollout_length: int = 64  # T steps per env per update.
+  num_epochs: int = 5
+  num_minibatches: int = 4  # Must divide T * num_envs.
+  # Returns and the surrogate.
+  discount: float = 0.99
+  gae_lambda: float = 0.95
+  clip_epsilon: float = 0.2
+  value_clip_epsilon: Optional[float] = None  # None: unclipped value loss.
+  entropy_coef: float = 0.002
+  normalize_advantages: bool = True
+  # Networks and optimisation.
+  hidden_sizes: Tuple[int, ...] = (64, 64)
+  layer_norm: bool = False
+  init_log_std: float = -0.5
+  log_std_range: Tuple[float, float] = (-3., 0.5)
+  learning_rate: float = 3e-4
+  max_grad_norm: Optional[float] = 0.5  # Per network.
+  # Observations.
+  normalize_observations: bool = True
+  obs_clip: float = 10.  # After standardising.
+
+
+class State(NamedTuple):
+  actor: hk.Params
+  critic: hk.Params
+  actor_opt: optax.OptState
+  critic_opt: optax.OptState
+  obs_stats: buffers.NormalizerState
+  steps: jnp.ndarray  # [] int32 updates made.
+
+
+def _optimizer(lr: float, max_grad_norm: Optional[float]):
+  adam = optax.adam(lr, eps=1e-5)
+  return adam if max_grad_norm is None else optax.chain(
+      optax.clip_by_global_norm(max_grad_norm), adam)
+
+
+def make(config: Config, spec: EnvSpec) -> Recipe:
+  """Builds the PPO recipe for environments of `spec`."""
+  c = config
+  actor_opt = _optimizer(c.learning_rate, c.max_grad_norm)
+  critic_opt = _optimizer(c.learning_rate, c.max_grad_norm)
+  actor = hk.without_apply_rng(hk.transform(
+      lambda o: networks.GaussianActor(
+          action_size=spec.action_size, hidden_sizes=c.hidden_sizes,
+          layer_norm=c.layer_norm, init_log_std=c.init_log_std,
+          obs_size=spec.obs_size, output_init_scale=0.01)(o)))
+  critic = hk.without_apply_rng(hk.transform(
+      lambda o: networks.ValueNetwork(
+          hidden_sizes=c.hidden_sizes, layer_norm=c.layer_norm,
+          obs_size=spec.obs_size, output_init_scale=1.)(o)))
+
+  def observe(stats, obs):
+    if not c.normalize_observations:
+      return obs
+    return buffers.normalize(stats, obs, clip=c.obs_clip)
+
+  def policy(params, stats, obs):
+    dist = actor.apply(params, observe(stats, obs))
+    return dist._replace(log_std=jnp.clip(dist.log_std, *c.log_std_range))
+
+  def value(params, stats, obs):
+    return critic.apply(params, observe(stats, obs))
+
+  def init(key, env_spec: EnvSpec) -> State:
+    check_spec(spec, env_spec)
+    k1, k2 = jax.random.split(key)
+    obs = jnp.zeros((1, spec.obs_size))
+    actor_params = actor.init(k1, obs)
+    critic_params = critic.init(k2, obs)
+    return State(actor=actor_params, critic=critic_params,
+                 actor_opt=actor_opt.init(actor_params),
+                 critic_opt=critic_opt.init(critic_params),
+                 obs_stats=buffers.normalizer_init(spec.obs_size),
+                 steps=jnp.zeros((), jnp.int32))
+
+  def act(state: State, obs, key, *, explore: bool = True):
+    dist = policy(state.actor, state.obs_stats, obs)
+    raw = dist.sample(key) if explore else dist.mode()
+    extras = {'log_prob': dist.log_prob(raw),
+              'value': value(state.critic, state.obs_stats, obs),
+              'raw_action': raw}
+    return jnp.clip(raw, -1., 1.), extras
+
+  def update(state: State, rollout: Rollout, key):
+    num_steps, num_envs = rollout.reward.shape
+    total = num_steps * num_envs
+    if total % c.num_minibatches:
+      raise ValueError(
+          f'ppo: num_minibatches={c.num_minibatches} must divide the '
+          f'{num_steps} x {num_envs} = {total} samples of a rollout.')
+
+    # 1. GAE with the networks and statistics that collected the rollout.
+    v_next = value(state.critic, state.obs_stats, rollout.final_obs)
+    discount = c.discount * (1. - rollout.terminated.astype(jnp.float32))
+    ended = jnp.logical_or(rollout.terminated, rollout.truncated)
+    gae = jax.vmap(
+        lambda r, d, e, v0, v1: losses.gae_advantages(
+            r, d, e, v0, v1, lambda_=c.gae_lambda),
+        in_axes=1, out_axes=1)(rollout.reward, discount, ended,
+                               rollout.extras['value'], v_next)
+
+    # 2. Observation statistics, before the epochs (see the module docstring).
+    obs_stats = (buffers.normalizer_update(state.obs_stats, rollout.obs)
+                 if c.normalize_observations else state.obs_stats)
+
+    # 3. Epochs x minibatches of the clipped surrogate and the value loss.
+    flat = lambda x: x.reshape((total,) + x.shape[2:])
+    data = {'obs': flat(rollout.obs),
+            'raw_action': flat(rollout.extras['raw_action']),
+            'log_prob': flat(rollout.extras['log_prob']),
+            'value': flat(rollout.extras['value']),
+            'advantage': flat(gae.advantages), 'return': flat(gae.returns)}
+
+    def loss_fn(params, mb):
+      actor_params, critic_params = params
+      dist = policy(actor_params, obs_stats, mb['obs'])
+      adv = mb['advantage']
+      if c.normalize_advantages:
+        adv = (adv - jnp.mean(adv)) / (jnp.std(adv) + 1e-8)
+      surrogate = losses.ppo_policy_loss(
+          dist.log_prob(mb['raw_action']), mb['log_prob'], adv,
+          epsilon=c.clip_epsilon)
+      entropy = jnp.mean(dist.entropy())
+      v_loss = losses.ppo_value_loss(
+          value(critic_params, obs_stats, mb['obs']), mb['value'],
+          mb['return'], clip_epsilon=c.value_clip_epsilon)
+      # The two networks share no parameters, so one sum trains both.
+      loss = surrogate.loss - c.entropy_coef * entropy + v_loss
+      return loss, {'policy_loss': surrogate.loss, 'value_loss': v_loss,
+                    'entropy': entropy, 'approx_kl': surrogate.approx_kl,
+                    'clip_fraction': surrogate.clip_fraction}
+
+    def minibatch_step(carry, mb):
+      params, opt_states = carry
+      grads, metrics = jax.grad(loss_fn, has_aux=True)(params, mb)
+      a_up, a_opt = actor_opt.update(grads[0], opt_states[0], params[0])
+      c_up, c_opt = critic_opt.update(grads[1], opt_states[1], params[1])
+      params = (optax.apply_updates(params[0], a_up),
+                optax.apply_updates(params[1], c_up))
+      return (params, (a_opt, c_opt)), metrics
+
+    def epoch(carry, k):
+      order = jax.random.permutation(k, total)
+      batches = jax.tree.map(
+          lambda x: x[order].reshape((c.num_minibatches, -1) + x.shape[1:]),
+          data)
+      return jax.lax.scan(minibatch_step, carry, batches)
+
+    ((actor_params, critic_params), (a_opt, c_opt)), metrics = jax.lax.scan(
+        epoch, ((state.actor, state.critic),
+                (state.actor_opt, state.critic_opt)),
+        jax.random.split(key, c.num_epochs))
+    metrics = jax.tree.map(jnp.mean, metrics)
+    metrics['std'] = jnp.mean(
+        policy(actor_params, obs_stats, rollout.last_obs).stddev)
+    metrics['value'] = jnp.mean(rollout.extras['value'])
+    new_state = State(actor=actor_params, critic=critic_params,
+                      actor_opt=a_opt, critic_opt=c_opt, obs_stats=obs_stats,
+                      steps=state.steps + 1)
+    return new_state, metrics
+
+  return Recipe(name='ppo', config=c, init=init, act=act, update=update,
+                on_policy=True, rollout_length=c.rollout_length)
