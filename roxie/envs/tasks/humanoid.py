@@ -88,6 +88,41 @@ def _cross_matrix(axis):
 # --- Contact detection at reset ----------------------------------------------
 
 
+def _tree_consts(model):
+  """Per-body tables for `_body_poses`, bodies 1.. in MuJoCo's order.
+
+  Each body's joints fill `slots` padded rows, kind -1 for padding.
+  """
+  bodies = np.arange(1, model.nbody, dtype=np.int32)
+  slots = max(1, int(model.body_jntnum.max()))
+  kind = np.full((model.nbody, slots), -1, np.int32)
+  qposadr = np.zeros((model.nbody, slots), np.int32)
+  axis = np.zeros((model.nbody, slots, 3), np.float32)
+  pos = np.zeros((model.nbody, slots, 3), np.float32)
+  qpos0 = np.zeros((model.nbody, slots), np.float32)
+  for b in bodies:
+    for s in range(model.body_jntnum[b]):
+      j = model.body_jntadr[b] + s
+      kind[b, s], qposadr[b, s] = model.jnt_type[j], model.jnt_qposadr[j]
+      axis[b, s], pos[b, s] = model.jnt_axis[j], model.jnt_pos[j]
+      qpos0[b, s] = model.qpos0[model.jnt_qposadr[j]]
+  k = _cross_matrix(axis.reshape(-1, 3)).reshape(model.nbody, slots, 3, 3)
+  return {
+      'fk_body': bodies,
+      'fk_parent': model.body_parentid[bodies],
+      'fk_pos': model.body_pos[bodies].astype(np.float32),
+      'fk_mat': _np_quat_to_mat(model.body_quat[bodies]),
+      'fk_kind': kind[bodies],
+      'fk_qposadr': qposadr[bodies],
+      'fk_axis': axis[bodies],
+      'fk_anchor': pos[bodies],
+      'fk_qpos0': qpos0[bodies],
+      # Rodrigues' terms of each joint axis: R = I + sin K + (1 - cos) K^2.
+      'fk_k': k[bodies],
+      'fk_k2': (k @ k)[bodies],
+  }
+
+
 def _contact_consts(model):
   """Tables for `_penetrating`: kinematic tree, geoms and candidate pairs.
 
@@ -128,20 +163,7 @@ def _contact_consts(model):
   pairs = np.array(pairs).reshape(-1, 2)
   plane = model.geom_type[pairs] == _PLANE
   return {
-      'fk_parent': model.body_parentid.copy(),
-      'fk_pos': model.body_pos.astype(np.float32),
-      'fk_mat': _np_quat_to_mat(model.body_quat),
-      'fk_jntadr': model.body_jntadr.copy(),
-      'fk_jntnum': model.body_jntnum.copy(),
-      'fk_jnt_type': model.jnt_type.copy(),
-      'fk_jnt_qposadr': model.jnt_qposadr.copy(),
-      'fk_jnt_axis': model.jnt_axis.astype(np.float32),
-      # Rodrigues' terms of each joint axis: R = I + sin K + (1 - cos) K^2.
-      'fk_jnt_k': _cross_matrix(model.jnt_axis),
-      'fk_jnt_k2': _cross_matrix(model.jnt_axis) @ _cross_matrix(
-          model.jnt_axis),
-      'fk_jnt_pos': model.jnt_pos.astype(np.float32),
-      'fk_qpos0': model.qpos0.astype(np.float32),
+      **_tree_consts(model),
       'geom_body': model.geom_bodyid.copy(),
       'geom_pos': model.geom_pos.astype(np.float32),
       'geom_mat': _np_quat_to_mat(model.geom_quat),
@@ -160,34 +182,43 @@ def _contact_consts(model):
 def _body_poses(qpos, c):
   """World positions [nbody, 3] and rotation matrices [nbody, 3, 3].
 
-  MuJoCo's `mj_kinematics` for free, hinge and slide joints.
+  MuJoCo's `mj_kinematics` for free, hinge and slide joints, as a scan over
+  the bodies in order (parents come first), so that it compiles to one small
+  loop body whatever the model's size.
   """
-  positions = [jnp.zeros(3)]
-  mats = [jnp.eye(3)]
-  for b in range(1, len(c['fk_parent'])):
-    parent = int(c['fk_parent'][b])
-    pos = positions[parent] + _mm(mats[parent], c['fk_pos'][b])
-    mat = _mm(mats[parent], c['fk_mat'][b])
-    first = int(c['fk_jntadr'][b])
-    for j in range(first, first + int(c['fk_jntnum'][b])):
-      adr = int(c['fk_jnt_qposadr'][j])
-      kind = int(c['fk_jnt_type'][j])
-      if kind == _FREE:
-        quat = qpos[adr + 3:adr + 7]
-        pos, mat = qpos[adr:adr + 3], _quat_to_mat(quat / jnp.linalg.norm(quat))
-      elif kind == _HINGE:
-        anchor = pos + _mm(mat, c['fk_jnt_pos'][j])
-        angle = qpos[adr] - c['fk_qpos0'][adr]
-        mat = _mm(mat, np.eye(3, dtype=np.float32)
-                  + jnp.sin(angle) * c['fk_jnt_k'][j]
-                  + (1 - jnp.cos(angle)) * c['fk_jnt_k2'][j])
-        pos = anchor - _mm(mat, c['fk_jnt_pos'][j])
-      elif kind == _SLIDE:
-        pos = pos + _mm(mat, c['fk_jnt_axis'][j]) * (
-            qpos[adr] - c['fk_qpos0'][adr])
-    positions.append(pos)
-    mats.append(mat)
-  return jnp.stack(positions), jnp.stack(mats)
+  eye = np.eye(3, dtype=np.float32)
+  nbody = len(c['fk_body']) + 1
+  table_keys = ('fk_body', 'fk_parent', 'fk_pos', 'fk_mat', 'fk_kind',
+                'fk_qposadr', 'fk_axis', 'fk_anchor', 'fk_qpos0', 'fk_k',
+                'fk_k2')
+
+  def body(carry, x):
+    positions, mats = carry
+    b, parent, pos, mat, kinds, adrs, axes, anchors, qpos0, ks, k2s = x
+    pos = positions[parent] + _mm(mats[parent], pos)
+    mat = _mm(mats[parent], mat)
+    for s in range(kinds.shape[0]):  # Joint slots, in order.
+      kind, adr = kinds[s], adrs[s]
+      q = qpos[adr] - qpos0[s]
+      anchor = pos + _mm(mat, anchors[s])
+      hinge_mat = _mm(mat, eye + jnp.sin(q) * ks[s] + (1 - jnp.cos(q)) * k2s[s])
+      hinge_pos = anchor - _mm(hinge_mat, anchors[s])
+      slide_pos = pos + _mm(mat, axes[s]) * q
+      free_pos = jax.lax.dynamic_slice(qpos, (adr,), (3,))
+      quat = jax.lax.dynamic_slice(qpos, (adr + 3,), (4,))
+      free_mat = _quat_to_mat(
+          quat / jnp.maximum(jnp.linalg.norm(quat), 1e-12))
+      pos = jnp.where(kind == _HINGE, hinge_pos,
+                      jnp.where(kind == _SLIDE, slide_pos,
+                                jnp.where(kind == _FREE, free_pos, pos)))
+      mat = jnp.where(kind == _HINGE, hinge_mat,
+                      jnp.where(kind == _FREE, free_mat, mat))
+    return (positions.at[b].set(pos), mats.at[b].set(mat)), None
+
+  start = (jnp.zeros((nbody, 3)), jnp.broadcast_to(eye, (nbody, 3, 3)))
+  (positions, mats), _ = jax.lax.scan(
+      body, start, tuple(jnp.asarray(c[k]) for k in table_keys))
+  return positions, mats
 
 
 def _segment_distance(p1, q1, p2, q2):
