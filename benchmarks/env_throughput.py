@@ -17,8 +17,9 @@ For each task and env count, prints env steps/s of
 (io_callback, ordered io_callback, pure_callback, buffer_callback) against the
 same raw loop; roxie uses buffer_callback (see roxie/envs/native.py).
 
-Timings are medians of `--repeats` runs; the machine is shared, so expect
-noise of 10-20%.
+Timings are the best of `--repeats` runs (the machine is shared: the best
+run is the least disturbed one); physics and callbacks are still sensitive to
+other load on the cores, so compare numbers from the same invocation.
 
   python benchmarks/env_throughput.py --quick
   python benchmarks/env_throughput.py --tasks CheetahRun,HumanoidWalk --envs 64,256
@@ -30,7 +31,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-import statistics
 import sys
 import time
 
@@ -79,13 +79,13 @@ def _task(name: str):
     return _standin(name)
 
 
-def _median_time(fn, repeats):
+def _best_time(fn, repeats):
   times = []
   for _ in range(repeats):
     t0 = time.perf_counter()
     fn()
     times.append(time.perf_counter() - t0)
-  return statistics.median(times)
+  return min(times)
 
 
 def _raw(task, num_envs, nthread, steps, repeats, seed=0):
@@ -103,7 +103,7 @@ def _raw(task, num_envs, nthread, steps, repeats, seed=0):
       ctrl[...] = actions[k]
       batch.step(nstep=n, stage=_VEL)
   run()
-  return _median_time(run, repeats) / steps
+  return _best_time(run, repeats) / steps
 
 
 def _calibrate_steps(task, num_envs, nthread, budget_s):
@@ -179,14 +179,14 @@ def throughput(args):
       env = envs.make(task, backend='cpu', num_envs=num_envs,
                       nthread=args.nthread)
       once, cpu_compile = _scan(env, steps)
-      native = num_envs * steps / _median_time(once, args.repeats)
+      native = num_envs * steps / _best_time(once, args.repeats)
       prof = _profile(env, steps)
       mjx_rate, mjx_compile = float('nan'), float('nan')
       if not args.no_mjx and not (args.quick and heavy_mjx):
         mjx_env = envs.make(task, backend='mjx', num_envs=num_envs)
         mjx_steps = max(5, steps // 20) if heavy_mjx else steps
         once, mjx_compile = _scan(mjx_env, mjx_steps)
-        mjx_rate = num_envs * mjx_steps / _median_time(
+        mjx_rate = num_envs * mjx_steps / _best_time(
             once, max(1, args.repeats // 2))
       prof_s = '{:5.0f}|{:4.0f}|{:4.0f}'.format(*prof)
       print(f'{name:18s} {num_envs:4d} {raw:10,.0f} {native:10,.0f} '
@@ -251,7 +251,7 @@ def compare_callbacks(args):
         run = jax.jit(lambda c, xs, body=body: jax.lax.scan(body, c, xs)[0])
         carry = (jnp.int32(0), jnp.float32(0))
         jax.block_until_ready(run(carry, actions))
-        per = _median_time(
+        per = _best_time(
             lambda run=run: jax.block_until_ready(run(carry, actions)),
             args.repeats) / steps
         print(f'{name:18s} {num_envs:4d} {mech:20s} {per * 1e6:8.0f} '

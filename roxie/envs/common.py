@@ -8,10 +8,11 @@ advance, reset and initialise a batch of simulations and hand back the task's
 view of them.
 
 Step semantics (the same on every backend):
-1. The action [B, A] is checked (shape, at trace time), NaNs become 0, values
-   outside [-1, 1] are clipped (counted per env in `info['clipped']`), and
-   mapped linearly onto each actuator's ctrlrange (actuators without
-   ctrllimited get the action unchanged).
+1. The action [B, A] is checked (shape, at trace time); values outside
+   [-1, 1] are clipped and NaNs become 0, both counted per env in
+   `info['clipped']` (int32, the number of such dims); then it is mapped
+   linearly onto each actuator's ctrlrange (actuators without ctrllimited
+   get the action unchanged).
 2. Physics advances `n_substeps`; the view describes the state after the step
    with position- and velocity-dependent fields current (dm_control's
    legacy_step). Envs whose time limit is reached on this step
