@@ -15,6 +15,9 @@ has its position/velocity stages current, so a substep is
          velocity stages and sensors at the new state),
 
 which costs exactly n forwards per control step and leaves the view current.
+Measured (2-core CPU, shared, CheetahRun, 64 envs, impl 'jax'): split step
+1,902 env steps/s and 46 s compile, against 1,094 env steps/s and 71 s for
+`mjx.step` followed by `mjx.forward`.
 The RK4 integrator evaluates forward dynamics inside the integrator, so for
 RK4 models (cartpole, acrobot) a substep is `mjx.step` and one step1 follows
 the last one (n forwards + one position/velocity stage), as dm_control does.
