@@ -19,8 +19,12 @@ not at the state observed. They match the suite when the backend leaves the
 acceleration stage of `sensordata` as `mj_step` did and refreshes only the
 position and velocity stages (as `mj_step1`, or `mujoco.batch`'s
 `step(stage=mjSTAGE_VEL)`); a backend that re-runs the full forward pass after
-the step reports them one substep later. Every other part of the observation
-and reward is exact at the observed state.
+the step reports them one substep later. At reset the suite runs the full
+`mj_forward`, so its first touch values are the initial pose's: nonzero in
+about 0.3% of resets (drawn poses with the foot in the floor). A backend
+that forwards only the position and velocity stages at reset reports 0
+there. Every other part of the observation and reward is exact at the
+observed state.
 """
 
 import functools

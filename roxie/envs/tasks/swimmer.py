@@ -1,6 +1,6 @@
 """Six-link swimmer reaching a target (dm_control suite `swimmer`, swimmer6).
 
-A planar chain of six links in a viscous medium, rewarded for bringing its
+A planar chain of six links in a dense fluid, rewarded for bringing its
 nose to a target sphere drawn at reset.
 
 The target: the suite moves the model's `target` geom at every reset. Here the

@@ -29,7 +29,8 @@ _STAND_HEIGHT = 1.2
 _WALK_SPEED = 1.0
 _RUN_SPEED = 8.0
 
-# Joint types as plain ints: MuJoCo's enums do not compare equal to NumPy's.
+# Joint types as plain ints: `np.int32(3) in (mjtJoint.mjJNT_HINGE,)` is False
+# (the enum's own == rejects NumPy ints), which silently skips branches.
 _FREE = int(mujoco.mjtJoint.mjJNT_FREE)
 _BALL = int(mujoco.mjtJoint.mjJNT_BALL)
 _SLIDE = int(mujoco.mjtJoint.mjJNT_SLIDE)
