@@ -43,7 +43,8 @@ Published settings (the original Roxie release) are one config away:
 from __future__ import annotations
 
 import dataclasses
-from typing import NamedTuple, Optional, Tuple
+import functools
+from typing import Callable, NamedTuple, Optional, Tuple
 
 import haiku as hk
 import jax
@@ -51,7 +52,7 @@ import jax.numpy as jnp
 import optax
 
 from roxie import buffers, losses, networks
-from roxie.types import EnvSpec, Recipe, Rollout, check_spec
+from roxie.types import Array, EnvSpec, Recipe, Rollout, check_spec
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,7 +76,7 @@ class Config:
   layer_norm: bool = False
   init_log_std: float = -0.5
   log_std_range: Tuple[float, float] = (-3., 0.5)
-  learning_rate: float = 3e-4
+  learning_rate: float = 1e-3
   max_grad_norm: Optional[float] = 0.5  # Per network.
   # Observations.
   normalize_observations: bool = True
@@ -95,6 +96,56 @@ def _optimizer(lr: float, max_grad_norm: Optional[float]):
   adam = optax.adam(lr, eps=1e-5)
   return adam if max_grad_norm is None else optax.chain(
       optax.clip_by_global_norm(max_grad_norm), adam)
+
+
+def rollout_advantages(rollout: Rollout, value_fn: Callable[[Array], Array],
+                       *, discount: float, lambda_: float) -> losses.GaeOutput:
+  """GAE(lambda) of a [T, B] rollout, cut at episode ends.
+
+  Each step bootstraps from the value of its TRUE next observation,
+  `value_fn(final_obs[t])`, which is the reset-free observation where an
+  episode ended (and `obs[t + 1]` elsewhere); a terminated step has discount
+  0, a truncated one keeps `discount`.
+
+  Args:
+    rollout: the rollout; `extras['value']` [T, B] holds V(obs[t]) as
+      computed when acting.
+    value_fn: maps [..., O] observations to [...] values.
+    discount: gamma.
+    lambda_: the GAE parameter.
+
+  Returns:
+    A `GaeOutput` of [T, B] advantages and returns.
+  """
+  v_next = value_fn(rollout.final_obs)
+  discount_t = discount * (1. - rollout.terminated.astype(jnp.float32))
+  ended = jnp.logical_or(rollout.terminated, rollout.truncated)
+  per_env = functools.partial(losses.gae_advantages, lambda_=lambda_)
+  return jax.vmap(per_env, in_axes=1, out_axes=1)(
+      rollout.reward, discount_t, ended, rollout.extras['value'], v_next)
+
+
+def minibatches(key, data, num_minibatches: int):
+  """Shuffles [N, ...] leaves and cuts them into [M, N / M, ...] minibatches.
+
+  Every sample lands in exactly one minibatch (one permutation shared by all
+  leaves).
+
+  Args:
+    key: PRNG key for the permutation.
+    data: a pytree of arrays with a common leading axis N.
+    num_minibatches: M, which must divide N.
+
+  Returns:
+    The pytree with leaves reshaped to [M, N / M, ...].
+  """
+  total = jax.tree.leaves(data)[0].shape[0]
+  if total % num_minibatches:
+    raise ValueError(f'ppo: num_minibatches={num_minibatches} must divide '
+                     f'the {total} samples of a rollout.')
+  order = jax.random.permutation(key, total)
+  return jax.tree.map(
+      lambda x: x[order].reshape((num_minibatches, -1) + x.shape[1:]), data)
 
 
 def make(config: Config, spec: EnvSpec) -> Recipe:
@@ -145,28 +196,17 @@ def make(config: Config, spec: EnvSpec) -> Recipe:
     return jnp.clip(raw, -1., 1.), extras
 
   def update(state: State, rollout: Rollout, key):
-    num_steps, num_envs = rollout.reward.shape
-    total = num_steps * num_envs
-    if total % c.num_minibatches:
-      raise ValueError(
-          f'ppo: num_minibatches={c.num_minibatches} must divide the '
-          f'{num_steps} x {num_envs} = {total} samples of a rollout.')
-
     # 1. GAE with the networks and statistics that collected the rollout.
-    v_next = value(state.critic, state.obs_stats, rollout.final_obs)
-    discount = c.discount * (1. - rollout.terminated.astype(jnp.float32))
-    ended = jnp.logical_or(rollout.terminated, rollout.truncated)
-    gae = jax.vmap(
-        lambda r, d, e, v0, v1: losses.gae_advantages(
-            r, d, e, v0, v1, lambda_=c.gae_lambda),
-        in_axes=1, out_axes=1)(rollout.reward, discount, ended,
-                               rollout.extras['value'], v_next)
+    gae = rollout_advantages(
+        rollout, functools.partial(value, state.critic, state.obs_stats),
+        discount=c.discount, lambda_=c.gae_lambda)
 
     # 2. Observation statistics, before the epochs (see the module docstring).
     obs_stats = (buffers.normalizer_update(state.obs_stats, rollout.obs)
                  if c.normalize_observations else state.obs_stats)
 
     # 3. Epochs x minibatches of the clipped surrogate and the value loss.
+    total = rollout.reward.size
     flat = lambda x: x.reshape((total,) + x.shape[2:])
     data = {'obs': flat(rollout.obs),
             'raw_action': flat(rollout.extras['raw_action']),
@@ -203,11 +243,8 @@ def make(config: Config, spec: EnvSpec) -> Recipe:
       return (params, (a_opt, c_opt)), metrics
 
     def epoch(carry, k):
-      order = jax.random.permutation(k, total)
-      batches = jax.tree.map(
-          lambda x: x[order].reshape((c.num_minibatches, -1) + x.shape[1:]),
-          data)
-      return jax.lax.scan(minibatch_step, carry, batches)
+      return jax.lax.scan(minibatch_step, carry,
+                          minibatches(k, data, c.num_minibatches))
 
     ((actor_params, critic_params), (a_opt, c_opt)), metrics = jax.lax.scan(
         epoch, ((state.actor, state.critic),
