@@ -64,7 +64,7 @@ class Config:
   tau: float = 0.005
   # Categorical critics: atoms on [v_min, v_max]; None derives the range from
   # the discount (see the module docstring).
-  num_atoms: int = 101
+  num_atoms: int = 51  # As in the D4PG paper; the published runs used 101.
   v_min: Optional[float] = None  # Default: -0.05 / (1 - discount).
   v_max: Optional[float] = None  # Default: 1.2 / (1 - discount).
   # TD3's additions.
