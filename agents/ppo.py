@@ -62,8 +62,8 @@ class Config:
   num_envs: int = 16
   total_steps: int = 1_000_000
   rollout_length: int = 64  # T steps per env per update.
-  num_epochs: int = 5
-  num_minibatches: int = 4  # Must divide T * num_envs.
+  num_epochs: int = 10
+  num_minibatches: int = 8  # Must divide T * num_envs.
   # Returns and the surrogate.
   discount: float = 0.99
   gae_lambda: float = 0.95

@@ -215,17 +215,19 @@ def test_wrong_spec_and_bad_minibatching_raise():
   state = recipe.init(jax.random.PRNGKey(0), SPEC)
   rollout = _rollout(recipe, state, jax.random.PRNGKey(1), t=5, b=3)
   with pytest.raises(ValueError, match='must divide'):
-    recipe.update(state, rollout, jax.random.PRNGKey(2))
+    jax.jit(recipe.update)(state, rollout, jax.random.PRNGKey(2))
 
 
 def test_learns_cartpole_balance():
   """PPO beats a random policy on CartpoleBalance (200-step episodes).
 
   Random uniform actions score 114 +- 14 (50 episodes; the zero action
-  138); a balancing policy scores close to 200.
+  138); a balancing policy scores close to 200. With the default config,
+  seeds 0-3 reach 195-200 within 25-30k steps (~10-20 s with the compile
+  cache warm).
   """
   start = time.time()
-  result = run.train('ppo', 'CartpoleBalance', steps=80_000, num_envs=16,
+  result = run.train('ppo', 'CartpoleBalance', steps=40_000, num_envs=16,
                      eval_episodes=10, env_options={'episode_length': 200},
                      verbose=False, out=None, seed=0)
   assert result.eval_return > 180., result
