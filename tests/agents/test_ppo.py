@@ -4,8 +4,6 @@ Most tests run the recipe's pure functions on synthetic data with tiny
 networks; one learns CartpoleBalance on the native CPU backend.
 """
 
-import time
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -226,9 +224,7 @@ def test_learns_cartpole_balance():
   seeds 0-3 reach 195-200 within 25-30k steps (~10-20 s with the compile
   cache warm).
   """
-  start = time.time()
   result = run.train('ppo', 'CartpoleBalance', steps=40_000, num_envs=16,
                      eval_episodes=10, env_options={'episode_length': 200},
                      verbose=False, out=None, seed=0)
   assert result.eval_return > 180., result
-  assert time.time() - start < 120.

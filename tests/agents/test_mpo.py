@@ -1,0 +1,182 @@
+"""MPO recipe: acting, the update, the duals, targets, learning.
+
+Most tests run the recipe's pure functions on synthetic batches with tiny
+networks; one learns CartpoleBalance on the native CPU backend.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from roxie import run
+from roxie.agents import mpo
+from roxie.types import EnvSpec, Transition
+
+SPEC = EnvSpec(task='Synthetic', obs_size=3, action_size=2,
+               obs_names=(('x', 3),), control_timestep=0.01,
+               episode_length=5)
+SMALL = dict(hidden_sizes=(16, 16), num_samples=8)
+
+
+def _recipe(**kw):
+  return mpo.make(mpo.Config(**{**SMALL, **kw}), SPEC)
+
+
+def _batch(key, n=32, reward_fn=None, discount=0.9):
+  k_obs, k_act, k_next = jax.random.split(key, 3)
+  obs = jax.random.normal(k_obs, (n, SPEC.obs_size))
+  action = jax.random.uniform(k_act, (n, SPEC.action_size), minval=-1.,
+                              maxval=1.)
+  reward = (reward_fn(action) if reward_fn is not None
+            else jnp.sum(obs, -1) * 0.1)
+  return Transition(obs=obs, action=action, reward=reward,
+                    discount=jnp.full((n,), discount),
+                    next_obs=jax.random.normal(k_next, obs.shape))
+
+
+def _max_diff(a, b):
+  return max(float(jnp.max(jnp.abs(x - y)))
+             for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)))
+
+
+def test_act_shapes_bounds_and_modes():
+  # Std between e^0 and e^3 (initially e^1.5): most samples leave [-1, 1].
+  recipe = _recipe(log_std_bounds=(0., 3.))
+  state = recipe.init(jax.random.PRNGKey(0), SPEC)
+  obs = jax.random.normal(jax.random.PRNGKey(1), (64, SPEC.obs_size))
+  a1, extras = recipe.act(state, obs, jax.random.PRNGKey(2), explore=True)
+  a2, _ = recipe.act(state, obs, jax.random.PRNGKey(3), explore=True)
+  mode, _ = recipe.act(state, obs, jax.random.PRNGKey(2), explore=False)
+  mode_again, _ = recipe.act(state, obs, jax.random.PRNGKey(7), explore=False)
+  assert a1.shape == (64, SPEC.action_size) and extras == {}
+  assert float(jnp.max(jnp.abs(a1))) <= 1.
+  assert float(jnp.mean(jnp.abs(a1) == 1.)) > 0.3  # Clipped, not squashed.
+  assert not np.allclose(a1, a2)
+  np.testing.assert_array_equal(mode, mode_again)
+  assert float(jnp.max(jnp.abs(mode))) < 0.5  # Small initial mean.
+
+
+def test_update_under_jit_is_finite_and_moves_everything():
+  recipe = _recipe()
+  tau = recipe.config.tau
+  state = recipe.init(jax.random.PRNGKey(0), SPEC)
+  new, metrics = jax.jit(recipe.update)(state, _batch(jax.random.PRNGKey(1)),
+                                        jax.random.PRNGKey(2))
+  assert all(np.isfinite(float(v)) for v in metrics.values()), metrics
+  assert int(new.steps) == 1
+  for old_p, new_p in ((state.policy, new.policy), (state.critic, new.critic),
+                       (state.duals, new.duals)):
+    moved = jax.tree.map(lambda a, b: float(jnp.max(jnp.abs(a - b))), old_p,
+                         new_p)
+    assert all(m > 0 for m in jax.tree.leaves(moved)), moved
+  # Polyak targets: target' = tau * online' + (1 - tau) * target.
+  for online, target, old_target in (
+      (new.policy, new.target_policy, state.target_policy),
+      (new.critic, new.target_critic, state.target_critic)):
+    want = jax.tree.map(lambda o, t: tau * o + (1. - tau) * t, online,
+                        old_target)
+    assert _max_diff(target, want) < 1e-6
+    assert _max_diff(target, old_target) > 0.
+
+
+def test_hard_target_copies_every_period():
+  recipe = _recipe(target_update_period=2)
+  state = recipe.init(jax.random.PRNGKey(0), SPEC)
+  update = jax.jit(recipe.update)
+  one, _ = update(state, _batch(jax.random.PRNGKey(1)), jax.random.PRNGKey(2))
+  assert _max_diff(one.target_critic, state.critic) == 0.
+  assert _max_diff(one.target_policy, state.policy) == 0.
+  assert _max_diff(one.critic, state.critic) > 0.
+  two, _ = update(one, _batch(jax.random.PRNGKey(3)), jax.random.PRNGKey(4))
+  assert _max_diff(two.target_critic, two.critic) == 0.
+  assert _max_diff(two.target_policy, two.policy) == 0.
+
+
+@pytest.mark.parametrize('init_temperature, rises', [(1e-6, True),
+                                                     (1e3, False)])
+def test_temperature_follows_the_e_step_kl(init_temperature, rises):
+  """The temperature rises exactly when KL(weights || samples) > epsilon.
+
+  A tiny temperature makes the softmax weights nearly one-hot (KL near
+  log N > epsilon); a huge one makes them uniform (KL near 0).
+  """
+  recipe = _recipe()
+  state = recipe.init(jax.random.PRNGKey(0), SPEC)
+  state = state._replace(duals=state.duals._replace(
+      log_temperature=jnp.log(jnp.float32(init_temperature))))
+  new, metrics = jax.jit(recipe.update)(state, _batch(jax.random.PRNGKey(1)),
+                                        jax.random.PRNGKey(2))
+  kl, eps = float(metrics['kl_e_step']), recipe.config.epsilon
+  assert (kl > eps) == rises, kl
+  grew = float(new.duals.log_temperature) > float(state.duals.log_temperature)
+  assert grew == rises
+
+
+def test_alphas_follow_the_m_step_kls():
+  """Each multiplier rises where its KL exceeds its bound, falls otherwise."""
+  recipe = _recipe()
+  state = recipe.init(jax.random.PRNGKey(0), SPEC)
+  update = jax.jit(recipe.update)
+  batch = _batch(jax.random.PRNGKey(1))
+  # Online == target: both KLs are 0, below their bounds.
+  new, metrics = update(state, batch, jax.random.PRNGKey(2))
+  assert float(metrics['kl_mean']) == 0. and float(metrics['kl_std']) == 0.
+  assert np.all(new.duals.log_alpha_mean < state.duals.log_alpha_mean)
+  assert np.all(new.duals.log_alpha_std < state.duals.log_alpha_std)
+  # An online policy far from the target (shifted mean and std outputs).
+  head = 'gaussian_actor/~/head'
+  policy = {**state.policy,
+            head: {**state.policy[head], 'b': state.policy[head]['b'] + 0.5}}
+  far = state._replace(policy=policy)
+  new, metrics = update(far, batch, jax.random.PRNGKey(2))
+  a = SPEC.action_size
+  assert float(metrics['kl_mean']) > a * recipe.config.epsilon_mean
+  assert float(metrics['kl_std']) > a * recipe.config.epsilon_std
+  assert np.all(new.duals.log_alpha_mean > far.duals.log_alpha_mean)
+  assert np.all(new.duals.log_alpha_std > far.duals.log_alpha_std)
+
+
+def test_policy_moves_towards_higher_q():
+  """With reward = first action component (and no bootstrap), the critic
+  learns Q(s, a) ~ a_0 and the policy mean's a_0 climbs; a_1, which the
+  reward ignores, stays put."""
+  recipe = _recipe(target_update_period=1, epsilon_mean=1e-2)
+  state = recipe.init(jax.random.PRNGKey(0), SPEC)
+  reward_fn = lambda a: a[:, 0]
+
+  def step(s, k):
+    k_batch, k_update = jax.random.split(k)
+    return recipe.update(s, _batch(k_batch, reward_fn=reward_fn, discount=0.),
+                         k_update)
+
+  final, metrics = jax.jit(lambda s, k: jax.lax.scan(
+      step, s, jax.random.split(k, 400)))(state, jax.random.PRNGKey(1))
+  assert float(metrics['critic_loss'][-20:].mean()) < 0.1 * float(
+      metrics['critic_loss'][:20].mean())
+  obs = jax.random.normal(jax.random.PRNGKey(2), (64, SPEC.obs_size))
+  before, _ = recipe.act(state, obs, jax.random.PRNGKey(0), explore=False)
+  after, _ = recipe.act(final, obs, jax.random.PRNGKey(0), explore=False)
+  shift = np.mean(np.asarray(after - before), 0)
+  assert shift[0] > 0.3, shift
+  assert abs(shift[1]) < 0.5 * shift[0], shift
+
+
+def test_wrong_spec_raises():
+  recipe = _recipe()
+  with pytest.raises(ValueError, match='built for'):
+    recipe.init(jax.random.PRNGKey(0), SPEC._replace(action_size=3))
+
+
+def test_learns_cartpole_balance():
+  """MPO beats a random policy on CartpoleBalance (200-step episodes).
+
+  Random uniform actions score 114 +- 14 (50 episodes; the zero action
+  138); a balancing policy scores close to 200.
+  """
+  result = run.train(
+      'mpo', 'CartpoleBalance', steps=12_000, num_envs=8, eval_episodes=10,
+      env_options={'episode_length': 200}, verbose=False, out=None, seed=0,
+      overrides={'hidden_sizes': (128, 128), 'num_samples': 10,
+                 'warmup_steps': 2_000, 'updates_per_iteration': 2})
+  assert result.eval_return > 170., result
