@@ -51,7 +51,8 @@ class NativeEnv(common.BatchedEnv):
 
 def make(task_name: Union[str, Task], *, backend: str = 'cpu', num_envs: int,
          episode_length: Optional[int] = None, nthread: Optional[int] = None,
-         callback: Optional[str] = None, impl: str = 'jax'
+         callback: Optional[str] = None, impl: str = 'jax',
+         action_repeat: int = 1
          ) -> common.BatchedEnv:
   """A batch of `num_envs` environments of a registered task.
 
@@ -66,6 +67,9 @@ def make(task_name: Union[str, Task], *, backend: str = 'cpu', num_envs: int,
       'auto' (default: in-place `buffer_callback` in CPU programs, copying
       `io_callback` in accelerator programs), 'buffer' or 'io'.
     impl: 'mjx' only: 'jax' (default) or 'warp' (needs Warp, GPU).
+    action_repeat: control steps per agent decision, rewards summed
+      (`roxie.envs.wrappers.ActionRepeat`); `episode_length` stays in control
+      steps and must be a multiple of it.
 
   Returns:
     An Env (see `roxie.types.Env`): `spec`, `num_envs`, `reset`, `step`.
@@ -100,8 +104,12 @@ def make(task_name: Union[str, Task], *, backend: str = 'cpu', num_envs: int,
     from roxie.envs import mjx_backend  # pylint: disable=g-import-not-at-top
     physics = mjx_backend.MjxPhysics(model, task, num_envs, impl)
     cls = common.BatchedEnv
-  return cls(spec=spec, num_envs=num_envs, task=task, backend=backend,
-             model=model, physics=physics, consts=consts)
+  env = cls(spec=spec, num_envs=num_envs, task=task, backend=backend,
+            model=model, physics=physics, consts=consts)
+  if int(action_repeat) != 1:
+    from roxie.envs.wrappers import ActionRepeat  # pylint: disable=g-import-not-at-top
+    return ActionRepeat(env, int(action_repeat))
+  return env
 
 
 __all__ = ['make', 'list_tasks', 'get_task', 'BACKENDS', 'NativeEnv']
