@@ -88,8 +88,8 @@ def _best_time(fn, repeats):
   return min(times)
 
 
-def _raw(task, num_envs, nthread, steps, repeats, seed=0):
-  """Seconds per env step of the bare mujoco.batch loop."""
+def _raw_runner(task, num_envs, nthread, steps, seed=0):
+  """A function that runs `steps` env steps of the bare mujoco.batch loop."""
   model = common.prepare_model(task)
   n = task.n_substeps(model)
   batch = mujoco.batch.Batch(model, num_envs, nthread, persistent=True)
@@ -103,7 +103,24 @@ def _raw(task, num_envs, nthread, steps, repeats, seed=0):
       ctrl[...] = actions[k]
       batch.step(nstep=n, stage=_VEL)
   run()
+  return run
+
+
+def _raw(task, num_envs, nthread, steps, repeats, seed=0):
+  """Seconds per env step of the bare mujoco.batch loop."""
+  run = _raw_runner(task, num_envs, nthread, steps, seed)
   return _best_time(run, repeats) / steps
+
+
+def _interleaved(fns, repeats):
+  """Best time of each function, run in turns so that all see the same load."""
+  best = [float('inf')] * len(fns)
+  for _ in range(repeats):
+    for i, fn in enumerate(fns):
+      t0 = time.perf_counter()
+      fn()
+      best[i] = min(best[i], time.perf_counter() - t0)
+  return best
 
 
 def _calibrate_steps(task, num_envs, nthread, budget_s):
@@ -175,11 +192,13 @@ def throughput(args):
                                  'Quadruped', 'Fish', 'Swimmer'))
     for num_envs in args.envs:
       steps = _calibrate_steps(task, num_envs, args.nthread, args.budget)
-      raw = num_envs / _raw(task, num_envs, args.nthread, steps, args.repeats)
+      raw_run = _raw_runner(task, num_envs, args.nthread, steps)
       env = envs.make(task, backend='cpu', num_envs=num_envs,
                       nthread=args.nthread)
       once, cpu_compile = _scan(env, steps)
-      native = num_envs * steps / _best_time(once, args.repeats)
+      t_raw, t_native = _interleaved([raw_run, once], args.repeats)
+      raw = num_envs * steps / t_raw
+      native = num_envs * steps / t_native
       prof = _profile(env, steps)
       mjx_rate, mjx_compile = float('nan'), float('nan')
       if not args.no_mjx and not (args.quick and heavy_mjx):
@@ -206,7 +225,7 @@ def compare_callbacks(args):
     fields = tuple(f for f in task.fields if f != 'ctrl')
     for num_envs in args.envs:
       steps = _calibrate_steps(task, num_envs, args.nthread, args.budget)
-      raw = _raw(task, num_envs, args.nthread, steps, args.repeats)
+      raw_run = _raw_runner(task, num_envs, args.nthread, steps)
       batch = mujoco.batch.Batch(model, num_envs, args.nthread,
                                  persistent=True)
       batch.reset()
@@ -243,6 +262,7 @@ def compare_callbacks(args):
       actions = jax.random.uniform(jax.random.key(0),
                                    (steps, num_envs, model.nu), minval=-1,
                                    maxval=1)
+      runs = [raw_run]
       for mech, call in mechanisms.items():
         def body(carry, a, call=call):
           tok, acc = carry
@@ -251,9 +271,13 @@ def compare_callbacks(args):
         run = jax.jit(lambda c, xs, body=body: jax.lax.scan(body, c, xs)[0])
         carry = (jnp.int32(0), jnp.float32(0))
         jax.block_until_ready(run(carry, actions))
-        per = _best_time(
-            lambda run=run: jax.block_until_ready(run(carry, actions)),
-            args.repeats) / steps
+        runs.append(lambda run=run, carry=carry: jax.block_until_ready(
+            run(carry, actions)))
+      best = _interleaved(runs, args.repeats)
+      raw = best[0] / steps
+      print(f'{name:18s} {num_envs:4d} {"raw loop":20s} {raw * 1e6:8.0f}')
+      for mech, t in zip(mechanisms, best[1:]):
+        per = t / steps
         print(f'{name:18s} {num_envs:4d} {mech:20s} {per * 1e6:8.0f} '
               f'{(per - raw) * 1e6:11.0f} {raw / per:6.2f}', flush=True)
 
