@@ -35,10 +35,15 @@ def init_stats(num_envs: int) -> EpisodeStats:
 
 
 def clear_completed(stats: EpisodeStats) -> EpisodeStats:
-  """Zeroes the per-call counters, keeping the episodes in progress."""
-  zi, zf = jnp.zeros((), jnp.int32), jnp.zeros((), jnp.float32)
-  return stats._replace(completed=zi, completed_return=zf, completed_length=zf,
-                        clipped=zi, diverged=zi)
+  """Zeroes the per-call counters, keeping the episodes in progress.
+
+  Counters keep their shape (per-device counters of a sharded loop are [D]).
+  """
+  z = jnp.zeros_like
+  return stats._replace(completed=z(stats.completed),
+                        completed_return=z(stats.completed_return),
+                        completed_length=z(stats.completed_length),
+                        clipped=z(stats.clipped), diverged=z(stats.diverged))
 
 
 def update_stats(stats: EpisodeStats, ts: TimeStep) -> EpisodeStats:
