@@ -6,7 +6,8 @@ For each task and env count, prints env steps/s of
   native   roxie.envs.make(task, backend='cpu') stepped in a jitted lax.scan
            (actions drawn in JAX beforehand, [T, B, A]), full env semantics:
            clipping, obs, reward, auto-reset;
-  ratio    native / raw (target >= 0.95);
+  ratio    native / raw (target >= 0.95), by wall time; 'cpu-t ratio' the
+           same by process CPU time (less disturbed by other load);
   profile  per env step, where native's time goes: batch.step inside the
            callback, the rest of the callback (copies, checks), and XLA between
            callbacks (action mapping, task functions, resets);
@@ -112,15 +113,22 @@ def _raw(task, num_envs, nthread, steps, repeats, seed=0):
   return _best_time(run, repeats) / steps
 
 
-def _interleaved(fns, repeats):
-  """Best time of each function, run in turns so that all see the same load."""
+def _interleaved(fns, repeats, cpu=False):
+  """Best time of each function, run in turns so that all see the same load.
+
+  With cpu=True, also the best process CPU time of each (all threads): on a
+  shared machine it is not inflated by waiting for a core, though it counts
+  any spinning threads.
+  """
   best = [float('inf')] * len(fns)
+  best_cpu = [float('inf')] * len(fns)
   for _ in range(repeats):
     for i, fn in enumerate(fns):
-      t0 = time.perf_counter()
+      t0, c0 = time.perf_counter(), time.process_time()
       fn()
       best[i] = min(best[i], time.perf_counter() - t0)
-  return best
+      best_cpu[i] = min(best_cpu[i], time.process_time() - c0)
+  return (best, best_cpu) if cpu else best
 
 
 def _calibrate_steps(task, num_envs, nthread, budget_s):
@@ -184,8 +192,8 @@ def _profile(env, steps):
 
 def throughput(args):
   print(f'{"task":18s} {"B":>4s} {"raw/s":>10s} {"native/s":>10s} '
-        f'{"ratio":>6s} {"physics|cb|xla us":>19s} {"cpu jit s":>9s} '
-        f'{"mjx/s":>9s} {"mjx jit s":>9s}')
+        f'{"ratio":>6s} {"cpu-t ratio":>11s} {"physics|cb|xla us":>19s} '
+        f'{"cpu jit s":>9s} {"mjx/s":>9s} {"mjx jit s":>9s}')
   for name in args.tasks:
     task = _task(name)
     heavy_mjx = name.startswith(('Cheetah', 'Humanoid', 'Walker', 'Hopper',
@@ -196,7 +204,8 @@ def throughput(args):
       env = envs.make(task, backend='cpu', num_envs=num_envs,
                       nthread=args.nthread)
       once, cpu_compile = _scan(env, steps)
-      t_raw, t_native = _interleaved([raw_run, once], args.repeats)
+      (t_raw, t_native), (c_raw, c_native) = _interleaved(
+          [raw_run, once], args.repeats, cpu=True)
       raw = num_envs * steps / t_raw
       native = num_envs * steps / t_native
       prof = _profile(env, steps)
@@ -209,8 +218,9 @@ def throughput(args):
             once, max(1, args.repeats // 2))
       prof_s = '{:5.0f}|{:4.0f}|{:4.0f}'.format(*prof)
       print(f'{name:18s} {num_envs:4d} {raw:10,.0f} {native:10,.0f} '
-            f'{native / raw:6.2f} {prof_s:>19s} {cpu_compile:9.1f} '
-            f'{mjx_rate:9,.0f} {mjx_compile:9.1f}', flush=True)
+            f'{native / raw:6.2f} {c_raw / c_native:11.2f} {prof_s:>19s} '
+            f'{cpu_compile:9.1f} {mjx_rate:9,.0f} {mjx_compile:9.1f}',
+            flush=True)
 
 
 def compare_callbacks(args):
