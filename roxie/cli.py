@@ -1,4 +1,4 @@
-"""The `roxie` command: `roxie train`, `roxie eval`, `roxie tasks`.
+"""The `roxie` command: train, eval, tasks, plot, play, export.
 
 `roxie train` with no arguments trains the default agent (SAC) on the default
 task (CartpoleSwingup) on the native CPU backend.
@@ -43,13 +43,20 @@ def _parser() -> argparse.ArgumentParser:
   t.add_argument('--quiet', action='store_true')
 
   e = sub.add_parser('eval', help="re-evaluate a finished run's policy")
-  e.add_argument('--run', required=True, help='run directory')
+  source = e.add_mutually_exclusive_group(required=True)
+  source.add_argument('--run', help='run directory')
+  source.add_argument('--policy', metavar='FOLDER',
+                      help='an exported policy bundle, or a shipped name')
   e.add_argument('--episodes', type=int, default=10)
   e.add_argument('--backend', default=None, choices=('cpu', 'mjx'),
                  help="default: the run's own backend")
   e.add_argument('--seed', type=int, default=0)
 
   sub.add_parser('tasks', help='list the available tasks')
+  # plot, play, export: defined in their modules, which import nothing heavy.
+  from roxie import export, play, plot  # pylint: disable=g-import-not-at-top
+  for module in (plot, play, export):
+    module.add_cli(sub)
   return p
 
 
@@ -67,6 +74,8 @@ def _default_out(agent: str, task: str, seed: int) -> str:
 
 def main(argv: Optional[List[str]] = None) -> int:
   args = _parser().parse_args(argv)
+  if getattr(args, 'cli_main', None):  # plot, play, export
+    return args.cli_main(args)
   # Imports after parsing, so `--help` and usage errors are instant.
   from roxie import config as config_lib  # pylint: disable=g-import-not-at-top
   from roxie import envs  # pylint: disable=g-import-not-at-top
@@ -77,6 +86,10 @@ def main(argv: Optional[List[str]] = None) -> int:
       print(name)
     return 0
 
+  if args.command == 'eval' and args.policy:
+    from roxie import export  # pylint: disable=g-import-not-at-top
+    return export.eval_cli(args.policy, episodes=args.episodes,
+                           backend=args.backend, seed=args.seed)
   if args.command == 'eval':
     try:
       result = run_lib.evaluate_run(args.run, episodes=args.episodes,

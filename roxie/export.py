@@ -1,0 +1,711 @@
+"""Exported policy bundles: `roxie export` and `roxie.load_policy`.
+
+A bundle is a folder that holds everything needed to act, and nothing needed
+to train:
+
+  policy.npz   the policy's parameters (and observation statistics, for
+               agents that normalise observations), one array per entry,
+               named `group:module:parameter`
+  roxie.json   task, agent, agent config, env spec and options, roxie
+               version, training summary and the bundle's evaluation return
+  metrics.csv  the training run's learning curve
+  README.md    a model card (Hugging Face hub style: YAML front matter with
+               library_name, tags and the evaluation return as model-index
+               metrics)
+
+The layout is one the Hugging Face hub serves as-is. Loading builds only the
+actor network from the agent's config (`roxie.networks`), never the recipe,
+its critics or optimisers.
+
+How an agent says what its policy is: a recipe module may define
+
+  policy_params(state) -> nested dict of arrays   # what acting needs
+  make_policy(config, spec) -> apply(params, obs) -> action
+
+where `apply` is the deterministic action `act(state, obs, key,
+explore=False)` takes, for observations [..., O]. Recipes that do not define
+them yet use the built-in equivalents below (`_BUILTIN`). Either way,
+`export_run` checks the exported policy against the recipe's own `act` on
+random observations and refuses to write a bundle that disagrees.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import dataclasses
+import json
+import os
+import shutil
+import tempfile
+import types
+from typing import Any, Callable, Dict, Mapping, Optional, Tuple
+
+PARAMS_FILE = 'policy.npz'
+META_FILE = 'roxie.json'
+CARD_FILE = 'README.md'
+METRICS_FILE = 'metrics.csv'
+BUNDLE_FORMAT = 'roxie-policy'
+BUNDLE_VERSION = 1
+_SEP = ':'  # Joins nested parameter names; haiku never uses it in a name.
+_PARITY_ATOL = 1e-5
+
+
+class BundleError(ValueError):
+  """A bundle or run that cannot be exported or loaded, and why."""
+
+
+# -- policies ----------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Policy:
+  """A deterministic policy: `policy(obs)` for obs [O] or [B, O].
+
+  Attributes:
+    name: the bundle's name (e.g. 'CartpoleSwingup-sac').
+    agent: the recipe that trained it.
+    task: the task it acts in.
+    spec: the task's `roxie.types.EnvSpec`.
+    config: the agent's Config.
+    env_options: keyword arguments for `roxie.envs.make` the policy was
+      trained with (e.g. a shorter episode_length).
+    metadata: the bundle's roxie.json as a dict (empty for a run's policy).
+    params: the parameters `apply` takes.
+    apply: the pure function `apply(params, obs [..., O]) -> action [..., A]`
+      in [-1, 1], for use inside jitted code.
+  """
+  name: str
+  agent: str
+  task: str
+  spec: Any
+  config: Any
+  env_options: Mapping[str, Any]
+  metadata: Mapping[str, Any]
+  params: Any
+  apply: Callable[[Any, Any], Any]
+
+  def __post_init__(self):
+    import jax  # pylint: disable=g-import-not-at-top
+    object.__setattr__(self, '_jitted', jax.jit(self.apply))
+
+  def __call__(self, obs):
+    """The action for obs [O] or [B, O] (a jax Array [A] or [B, A])."""
+    import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+    obs = jnp.asarray(obs, jnp.float32)
+    if obs.ndim not in (1, 2) or obs.shape[-1] != self.spec.obs_size:
+      raise ValueError(
+          f'{self.name}: expected observations [{self.spec.obs_size}] or '
+          f'[B, {self.spec.obs_size}] for {self.task}, got '
+          f'{list(obs.shape)}.')
+    return self._jitted(self.params, obs)
+
+  def __repr__(self):
+    return (f'Policy({self.name!r}, agent={self.agent!r}, task={self.task!r}, '
+            f'obs_size={self.spec.obs_size}, '
+            f'action_size={self.spec.action_size})')
+
+
+def _deterministic_hooks():
+  from roxie import networks  # pylint: disable=g-import-not-at-top
+  import haiku as hk  # pylint: disable=g-import-not-at-top
+
+  def make_policy(c, spec):
+    actor = hk.without_apply_rng(hk.transform(
+        lambda o: networks.DeterministicActor(
+            action_size=spec.action_size, hidden_sizes=c.hidden_sizes,
+            layer_norm=c.layer_norm, obs_size=spec.obs_size)(o)))
+    return lambda params, obs: actor.apply(params['actor'], obs).action
+
+  return (lambda state: {'actor': state.actor}), make_policy
+
+
+def _mpo_hooks():
+  import haiku as hk  # pylint: disable=g-import-not-at-top
+  import jax  # pylint: disable=g-import-not-at-top
+  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+  from roxie import networks  # pylint: disable=g-import-not-at-top
+
+  def make_policy(c, spec):
+    policy = hk.without_apply_rng(hk.transform(
+        lambda o: networks.GaussianActor(
+            action_size=spec.action_size, hidden_sizes=c.hidden_sizes,
+            activation=jax.nn.elu, layer_norm=c.layer_norm,
+            state_dependent_std=True, log_std_bounds=c.log_std_bounds,
+            obs_size=spec.obs_size)(o)))
+    return lambda params, obs: jnp.clip(
+        policy.apply(params['policy'], obs).mode(), -1., 1.)
+
+  return (lambda state: {'policy': state.policy}), make_policy
+
+
+def _ppo_hooks():
+  import haiku as hk  # pylint: disable=g-import-not-at-top
+  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+  from roxie import buffers, networks  # pylint: disable=g-import-not-at-top
+
+  def policy_params(state):
+    return {'actor': state.actor, 'obs_stats': state.obs_stats._asdict()}
+
+  def make_policy(c, spec):
+    actor = hk.without_apply_rng(hk.transform(
+        lambda o: networks.GaussianActor(
+            action_size=spec.action_size, hidden_sizes=c.hidden_sizes,
+            layer_norm=c.layer_norm, init_log_std=c.init_log_std,
+            obs_size=spec.obs_size, output_init_scale=0.01)(o)))
+
+    def apply(params, obs):
+      if c.normalize_observations:
+        stats = buffers.NormalizerState(**params['obs_stats'])
+        obs = buffers.normalize(stats, obs, clip=c.obs_clip)
+      return jnp.clip(actor.apply(params['actor'], obs).mode(), -1., 1.)
+
+    return apply
+
+  return policy_params, make_policy
+
+
+# Stand-ins for recipes that do not define policy_params/make_policy yet. Each
+# mirrors its recipe's actor; export_run's parity check catches any drift.
+_BUILTIN = {'ddpg': _deterministic_hooks, 'td3': _deterministic_hooks,
+            'd4pg': _deterministic_hooks, 'td4': _deterministic_hooks,
+            'mpo': _mpo_hooks, 'ppo': _ppo_hooks}
+
+
+def policy_hooks(agent: str, module: types.ModuleType
+                 ) -> Tuple[Callable[[Any], Any], Callable[..., Callable]]:
+  """(policy_params, make_policy) for an agent: its own, else the built-in."""
+  own = (getattr(module, 'policy_params', None),
+         getattr(module, 'make_policy', None))
+  if all(own):
+    return own
+  if agent in _BUILTIN:
+    return _BUILTIN[agent]()
+  raise BundleError(
+      f'Agent {agent!r} defines no policy_params/make_policy, so its policy '
+      f'cannot be exported.')
+
+
+def _flatten(tree: Mapping[str, Any], prefix: str = '') -> Dict[str, Any]:
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  flat = {}
+  for key, value in tree.items():
+    if _SEP in key:
+      raise BundleError(f'Parameter name {key!r} contains {_SEP!r}.')
+    name = f'{prefix}{key}'
+    if isinstance(value, Mapping):
+      flat.update(_flatten(value, name + _SEP))
+    else:
+      flat[name] = np.asarray(value)
+  return flat
+
+
+def _unflatten(flat: Mapping[str, Any]) -> Dict[str, Any]:
+  tree: Dict[str, Any] = {}
+  for name, value in flat.items():
+    *path, leaf = name.split(_SEP)
+    node = tree
+    for key in path:
+      node = node.setdefault(key, {})
+    node[leaf] = value
+  return tree
+
+
+def _check_policy(policy: Policy, where: str) -> None:
+  """Traces `apply` on the params abstractly: wrong shapes fail here, clearly."""
+  import jax  # pylint: disable=g-import-not-at-top
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  obs = jax.ShapeDtypeStruct((1, policy.spec.obs_size), np.float32)
+  try:
+    out = jax.eval_shape(policy.apply, policy.params, obs)
+  except Exception as e:  # haiku: missing params / shape mismatches
+    raise BundleError(
+        f'{where}: the parameters do not fit a {policy.agent} policy for '
+        f'{policy.task} with this config ({type(e).__name__}: {e}).') from e
+  if tuple(out.shape) != (1, policy.spec.action_size):
+    raise BundleError(
+        f'{where}: the policy gives actions of shape {list(out.shape)}, '
+        f'expected [1, {policy.spec.action_size}].')
+
+
+def _spec_to_dict(spec) -> Dict[str, Any]:
+  d = spec._asdict()
+  d['obs_names'] = [[n, int(k)] for n, k in spec.obs_names]
+  return d
+
+
+def _spec_from_dict(d: Mapping[str, Any]):
+  from roxie.types import EnvSpec  # pylint: disable=g-import-not-at-top
+  d = dict(d)
+  d['obs_names'] = tuple((str(n), int(k)) for n, k in d['obs_names'])
+  return EnvSpec(**d)
+
+
+# -- loading -----------------------------------------------------------------
+
+
+def policies_dir() -> str:
+  """The folder of the policies shipped with roxie."""
+  return os.path.join(os.path.dirname(os.path.abspath(__file__)), 'policies')
+
+
+def shipped_policies() -> Tuple[str, ...]:
+  """Names of the policies shipped with roxie (`roxie.load_policy(name)`)."""
+  root = policies_dir()
+  if not os.path.isdir(root):
+    return ()
+  return tuple(sorted(n for n in os.listdir(root)
+                      if os.path.isfile(os.path.join(root, n, META_FILE))))
+
+
+def resolve_bundle(path_or_name: str) -> str:
+  """The bundle folder for a path or a shipped policy's name."""
+  path = os.fspath(path_or_name)
+  if os.path.isfile(os.path.join(path, META_FILE)):
+    return path
+  shipped = os.path.join(policies_dir(), path)
+  if os.sep not in path and os.path.isfile(os.path.join(shipped, META_FILE)):
+    return shipped
+  if os.path.isdir(path):
+    hint = (' (it is a training run: export it first with `roxie export '
+            f'--run {path} --to FOLDER`, or use --run)'
+            if os.path.isfile(os.path.join(path, 'config.json')) else '')
+    raise BundleError(f'{path} is not a roxie policy bundle: no {META_FILE}'
+                      f'{hint}.')
+  names = ', '.join(shipped_policies()) or 'none'
+  raise BundleError(f'No policy bundle at {path!r}, and no shipped policy of '
+                    f'that name (shipped: {names}).')
+
+
+def read_metadata(path_or_name: str) -> Dict[str, Any]:
+  """A bundle's roxie.json (path or shipped name), checked for its format."""
+  folder = resolve_bundle(path_or_name)
+  path = os.path.join(folder, META_FILE)
+  try:
+    with open(path) as f:
+      meta = json.load(f)
+  except (OSError, json.JSONDecodeError) as e:
+    raise BundleError(f'{path} is unreadable ({e}).') from e
+  if not isinstance(meta, dict) or meta.get('format') != BUNDLE_FORMAT:
+    raise BundleError(f'{path} is not a roxie policy bundle description.')
+  if int(meta.get('format_version', 0)) > BUNDLE_VERSION:
+    raise BundleError(
+        f'{path} is bundle format {meta["format_version"]}; this roxie reads '
+        f'up to {BUNDLE_VERSION} (upgrade roxie).')
+  missing = [k for k in ('agent', 'task', 'config', 'env_spec')
+             if k not in meta]
+  if missing:
+    raise BundleError(f'{path} lacks {", ".join(missing)}.')
+  return meta
+
+
+def load_policy(path_or_name: str) -> Policy:
+  """Loads an exported policy bundle, with no training code.
+
+  Args:
+    path_or_name: a bundle folder (written by `roxie export`), or the name of
+      a policy shipped with roxie (see `shipped_policies()`, e.g.
+      'CartpoleSwingup-sac').
+
+  Returns:
+    A `Policy`: call it on observations [O] or [B, O] for actions in [-1, 1];
+    `policy.spec`, `policy.metadata` (the bundle's roxie.json) describe it.
+
+  Raises:
+    BundleError: not a bundle, unreadable, or parameters that do not fit.
+  """
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+  from roxie import agents  # pylint: disable=g-import-not-at-top
+  from roxie import config as config_lib  # pylint: disable=g-import-not-at-top
+
+  folder = resolve_bundle(path_or_name)
+  meta = read_metadata(folder)
+  try:
+    module = agents.get_agent(meta['agent'])
+    cfg = config_lib.from_dict(module.Config, meta['config'])
+  except (KeyError, ValueError, TypeError) as e:
+    raise BundleError(f'{folder}: cannot rebuild the agent config '
+                      f'({e}).') from e
+  spec = _spec_from_dict(meta['env_spec'])
+  _, make_policy = policy_hooks(meta['agent'], module)
+  params_path = os.path.join(folder, PARAMS_FILE)
+  try:
+    with np.load(params_path) as data:
+      flat = {k: data[k] for k in data.files}
+  except Exception as e:  # missing, truncated, not an npz
+    raise BundleError(f'{params_path} is unreadable ({e}).') from e
+  params = _unflatten({k: jnp.asarray(v) for k, v in flat.items()})
+  policy = Policy(
+      name=meta.get('name') or os.path.basename(os.path.normpath(folder)),
+      agent=meta['agent'], task=meta['task'], spec=spec, config=cfg,
+      env_options=dict(meta.get('env_options') or {}), metadata=meta,
+      params=params, apply=make_policy(cfg, spec))
+  _check_policy(policy, folder)
+  return policy
+
+
+# -- from a training run -----------------------------------------------------
+
+
+def _trained_state(run_dir: str):
+  """(run meta, recipe module, Config, EnvSpec, recipe, agent state)."""
+  import jax  # pylint: disable=g-import-not-at-top
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  from roxie import envs  # pylint: disable=g-import-not-at-top
+  from roxie import run as run_lib  # pylint: disable=g-import-not-at-top
+
+  meta, module, cfg = run_lib.load_run(run_dir)
+  env = envs.make(meta['task'], backend='cpu', num_envs=1, nthread=1,
+                  **meta.get('env_options', {}))
+  spec = env.spec
+  recipe = module.make(cfg, spec)
+  # The same template evaluate_run builds: shapes only, nothing trained.
+  template = jax.eval_shape(lambda k: recipe.init(k, spec),
+                            jax.random.PRNGKey(0))
+  template = jax.tree.map(lambda s: np.zeros(s.shape, s.dtype), template)
+  load = getattr(run_lib, 'load_run_agent_state', None)
+  if load is not None:  # The latest checkpoint's, else agent_state.npz.
+    state = load(run_dir, template)
+  else:
+    state = run_lib.load_agent_state(
+        os.path.join(run_dir, run_lib.STATE_FILE), template)
+  return meta, module, cfg, spec, recipe, state
+
+
+def policy_from_run(run_dir: str, *, check: bool = True) -> Policy:
+  """The deterministic policy of a training run's saved agent state.
+
+  Args:
+    run_dir: a run directory written by `roxie train`.
+    check: compare the policy with the recipe's own `act(explore=False)` on
+      random observations, and raise if they differ.
+
+  Returns:
+    A `Policy` (its `metadata` is empty).
+
+  Raises:
+    BundleError: the policy disagrees with the recipe (a stale hook).
+    FileNotFoundError, ValueError: not a run, or an unreadable state.
+  """
+  import jax  # pylint: disable=g-import-not-at-top
+  import numpy as np  # pylint: disable=g-import-not-at-top
+
+  meta, module, cfg, spec, recipe, state = _trained_state(run_dir)
+  policy_params, make_policy = policy_hooks(meta['agent'], module)
+  params = jax.tree.map(np.asarray, policy_params(state))
+  if not isinstance(params, Mapping):
+    raise BundleError(f'{meta["agent"]}.policy_params must return a dict.')
+  policy = Policy(
+      name=f'{meta["task"]}-{meta["agent"]}', agent=meta['agent'],
+      task=meta['task'], spec=spec, config=cfg,
+      env_options=dict(meta.get('env_options') or {}), metadata={},
+      params=params, apply=make_policy(cfg, spec))
+  _check_policy(policy, run_dir)
+  if check:
+    key = jax.random.PRNGKey(1)
+    obs = 3. * jax.random.normal(key, (16, spec.obs_size))
+    expected, _ = jax.jit(lambda s, o, k: recipe.act(s, o, k, explore=False))(
+        state, obs, key)
+    got = policy(obs)
+    err = float(np.max(np.abs(np.asarray(expected) - np.asarray(got))))
+    if not err <= _PARITY_ATOL:
+      raise BundleError(
+          f'The exported {meta["agent"]} policy differs from the recipe\'s '
+          f'act(explore=False) by up to {err:.3g}: its policy_params/'
+          f'make_policy no longer match the recipe.')
+  return policy
+
+
+# -- evaluation --------------------------------------------------------------
+
+
+def evaluate_policy(policy: Policy, *, episodes: int = 10,
+                    backend: str = 'cpu', seed: int = 0):
+  """Evaluates a policy with the library's compiled evaluator.
+
+  The same program as `roxie eval --run` (`roxie.loops.make_evaluator`),
+  so a run and its export score the same for the same seed.
+
+  Args:
+    policy: the policy.
+    episodes: episodes, one per evaluation environment.
+    backend: 'cpu' or 'mjx'.
+    seed: PRNG seed of the resets.
+
+  Returns:
+    A `roxie.loops.EvalResult` (NumPy values).
+  """
+  import jax  # pylint: disable=g-import-not-at-top
+  from roxie import envs, loops  # pylint: disable=g-import-not-at-top
+
+  env = envs.make(policy.task, backend=backend, num_envs=int(episodes),
+                  **dict(policy.env_options))
+  shim = types.SimpleNamespace(
+      act=lambda params, obs, key, explore=False: (policy.apply(params, obs),
+                                                   {}))
+  evaluate = loops.make_evaluator(shim, env)
+  return jax.device_get(evaluate(policy.params, jax.random.PRNGKey(seed)))
+
+
+# -- writing -----------------------------------------------------------------
+
+
+def _training_summary(run_dir: str, meta: Mapping[str, Any]) -> Dict[str, Any]:
+  summary = {k: meta.get(k) for k in ('backend', 'num_envs', 'seed')}
+  summary['steps_configured'] = meta.get('steps')
+  path = os.path.join(run_dir, METRICS_FILE)
+  if os.path.exists(path):
+    with open(path, newline='') as f:
+      rows = list(csv.DictReader(f))
+    if rows:
+      last = rows[-1]
+      for key, name, kind in (('env_steps', 'env_steps', int),
+                              ('wall_time', 'wall_time_s', float),
+                              ('eval_return', 'final_train_eval_return',
+                               float)):
+        try:
+          summary[name] = kind(float(last[key]))
+        except (KeyError, TypeError, ValueError):
+          pass
+  return summary
+
+
+def _yaml_str(s: str) -> str:
+  return json.dumps(str(s))  # A JSON string is a valid YAML double-quoted one.
+
+
+def model_card(meta: Mapping[str, Any], ref: Optional[str] = None) -> str:
+  """The bundle's README.md: Hugging Face hub front matter and a summary.
+
+  Args:
+    meta: the bundle's metadata, with its evaluation.
+    ref: how the usage examples name the bundle (a shipped name or a path;
+      default the bundle's name).
+  """
+  ref = ref or meta['name']
+  ev = meta['evaluation']
+  tr = meta.get('training', {})
+  name, agent, task = meta['name'], meta['agent'], meta['task']
+  value = f'{ev["return_mean"]:.2f} +/- {ev["return_std"]:.2f}'
+  tags = ['reinforcement-learning', 'continuous-control', 'mujoco', 'jax',
+          'roxie', agent, task]
+  front = ['---', 'library_name: roxie', 'license: apache-2.0', 'tags:']
+  front += [f'- {_yaml_str(t)}' for t in tags]
+  front += [
+      'model-index:',
+      f'- name: {_yaml_str(name)}',
+      '  results:',
+      '  - task:',
+      '      type: reinforcement-learning',
+      '      name: reinforcement-learning',
+      '    dataset:',
+      f'      name: {_yaml_str(task)}',
+      f'      type: {_yaml_str(task)}',
+      '    metrics:',
+      '    - type: mean_reward',
+      f'      value: {_yaml_str(value)}',
+      '      name: mean_reward',
+      '      verified: false',
+      '---', '']
+  steps = tr.get('env_steps')
+  wall = tr.get('wall_time_s')
+  body = [
+      f'# {name}: {agent.upper()} on {task}', '',
+      f'A deterministic {agent.upper()} policy for the `{task}` task '
+      f'(DeepMind Control Suite, MuJoCo), trained with roxie '
+      f'{meta["roxie_version"]}.',
+      '',
+      '## Evaluation', '',
+      '| return (mean +/- std) | episodes | episode length | backend | seed |',
+      '| --- | --- | --- | --- | --- |',
+      f'| {value} | {ev["episodes"]} | {meta["env_spec"]["episode_length"]} '
+      f'| {ev["backend"]} | {ev["seed"]} |', '',
+      'Evaluated from this bundle with the deterministic action (the mode), '
+      'one episode per environment from fresh resets; '
+      f'`roxie eval --policy <this folder> --episodes {ev["episodes"]} '
+      f'--seed {ev["seed"]}` reproduces it.', '',
+      '## Use', '',
+      '```python',
+      'import roxie',
+      f'policy = roxie.load_policy("{ref}")',
+      'action = policy(obs)  # obs [O] or [B, O] -> action in [-1, 1]',
+      '```', '',
+      '```bash',
+      f'roxie eval --policy {ref}',
+      f'roxie play --policy {ref} -o rollout.mp4',
+      '```', '',
+      '## Training', '',
+      f'- agent: `{agent}`, task: `{task}`, backend: '
+      f'`{tr.get("backend")}`, seed: {tr.get("seed")}, parallel envs: '
+      f'{tr.get("num_envs")}',
+      f'- environment steps: {steps if steps is not None else "?"}'
+      + (f', wall-clock: {wall / 60:.1f} min' if wall is not None else ''),
+      '- the learning curve is in `metrics.csv`; the full agent config is in '
+      '`roxie.json`', '',
+      '## Files', '',
+      f'- `{PARAMS_FILE}`: policy parameters'
+      + (' and observation statistics' if meta['params'].get(
+          'observation_statistics') else '')
+      + f' ({meta["params"]["num_parameters"]:,} numbers)',
+      f'- `{META_FILE}`: task, agent, config, env spec, evaluation',
+      f'- `{METRICS_FILE}`: the training run\'s metrics', '']
+  return '\n'.join(front + body)
+
+
+def _replace_dir(tmp: str, dest: str) -> None:
+  """Moves `tmp` to `dest`, replacing an existing `dest` only at the end."""
+  old = None
+  if os.path.exists(dest):
+    old = f'{dest}.old-{os.getpid()}'
+    os.replace(dest, old)
+  os.replace(tmp, dest)
+  if old:
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def export_run(run_dir: str, folder: str, *, name: Optional[str] = None,
+               eval_episodes: int = 10, eval_backend: str = 'cpu',
+               eval_seed: int = 0, overwrite: bool = False) -> Dict[str, Any]:
+  """Writes a run's policy as a self-contained bundle (see the module doc).
+
+  The bundle is written next to `folder`, loaded back with `load_policy`,
+  evaluated, and only then moved into place.
+
+  Args:
+    run_dir: a training run directory.
+    folder: where the bundle goes (created; its parents too).
+    name: the bundle's name (default '<task>-<agent>').
+    eval_episodes: episodes of the evaluation recorded in the card.
+    eval_backend: backend of that evaluation.
+    eval_seed: its seed.
+    overwrite: replace an existing `folder`.
+
+  Returns:
+    The bundle's metadata (roxie.json's content).
+
+  Raises:
+    BundleError: `folder` exists (without overwrite), or the policy cannot be
+      exported faithfully.
+    FileNotFoundError, ValueError: not a run, or an unreadable state.
+  """
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  import roxie  # pylint: disable=g-import-not-at-top
+  from roxie import config as config_lib  # pylint: disable=g-import-not-at-top
+  from roxie import run as run_lib  # pylint: disable=g-import-not-at-top
+
+  folder = os.path.normpath(folder)
+  if os.path.exists(folder) and not overwrite:
+    raise BundleError(f'{folder} already exists (pass --overwrite to replace '
+                      f'it).')
+  policy = policy_from_run(run_dir)
+  run_meta, _, _ = run_lib.load_run(run_dir)
+  flat = _flatten(policy.params)
+  meta = {
+      'format': BUNDLE_FORMAT, 'format_version': BUNDLE_VERSION,
+      'name': name or policy.name, 'agent': policy.agent, 'task': policy.task,
+      'roxie_version': roxie.__version__,
+      'env_spec': _spec_to_dict(policy.spec),
+      'env_options': dict(policy.env_options),
+      'config': config_lib.to_dict(policy.config),
+      'params': {'file': PARAMS_FILE, 'groups': sorted(policy.params),
+                 'observation_statistics': 'obs_stats' in policy.params,
+                 'num_parameters': int(sum(v.size for v in flat.values()))},
+      'training': _training_summary(run_dir, run_meta),
+  }
+  parent = os.path.dirname(os.path.abspath(folder))
+  os.makedirs(parent, exist_ok=True)
+  tmp = tempfile.mkdtemp(prefix='.export-', dir=parent)
+  try:
+    with open(os.path.join(tmp, PARAMS_FILE), 'wb') as f:
+      np.savez(f, **flat)
+    src_metrics = os.path.join(run_dir, METRICS_FILE)
+    if os.path.exists(src_metrics):
+      shutil.copyfile(src_metrics, os.path.join(tmp, METRICS_FILE))
+    _write_json(os.path.join(tmp, META_FILE), meta)
+    # Evaluate what was written, through the loading path.
+    result = evaluate_policy(load_policy(tmp), episodes=eval_episodes,
+                             backend=eval_backend, seed=eval_seed)
+    meta['evaluation'] = {
+        'return_mean': round(float(result.mean), 3),
+        'return_std': round(float(result.std), 3),
+        'episodes': int(eval_episodes), 'backend': eval_backend,
+        'seed': int(eval_seed),
+        'returns': [round(float(r), 3) for r in result.returns]}
+    _write_json(os.path.join(tmp, META_FILE), meta)
+    with open(os.path.join(tmp, CARD_FILE), 'w') as f:
+      shipped = os.path.dirname(os.path.abspath(folder)) == policies_dir()
+      f.write(model_card(meta, meta['name'] if shipped
+                         else os.path.basename(folder)))
+    os.chmod(tmp, 0o755)
+    _replace_dir(tmp, folder)
+  except BaseException:
+    shutil.rmtree(tmp, ignore_errors=True)
+    raise
+  return meta
+
+
+def _write_json(path: str, obj: Any) -> None:
+  with open(path, 'w') as f:
+    json.dump(obj, f, indent=2)
+    f.write('\n')
+
+
+# -- command line ------------------------------------------------------------
+
+
+def add_cli(sub: 'argparse._SubParsersAction') -> None:
+  """Adds `roxie export` to the CLI's subcommands."""
+  p = sub.add_parser('export', help="write a run's policy as a bundle",
+                     description='Writes a self-contained policy bundle '
+                     '(policy.npz, roxie.json, metrics.csv, a model card).')
+  p.add_argument('--run', required=True, help='run directory')
+  p.add_argument('--to', required=True, metavar='FOLDER',
+                 help='bundle folder to write')
+  p.add_argument('--name', default=None,
+                 help='bundle name (default: <task>-<agent>)')
+  p.add_argument('--episodes', type=int, default=10,
+                 help='evaluation episodes recorded in the card')
+  p.add_argument('--backend', default='cpu', choices=('cpu', 'mjx'),
+                 help='backend of that evaluation')
+  p.add_argument('--seed', type=int, default=0, help='evaluation seed')
+  p.add_argument('--overwrite', action='store_true',
+                 help='replace an existing bundle folder')
+  p.set_defaults(cli_main=cli_main)
+
+
+def _fail(message: str) -> int:
+  import sys  # pylint: disable=g-import-not-at-top
+  print(f'roxie: error: {message}', file=sys.stderr)
+  return 2
+
+
+def cli_main(args: argparse.Namespace) -> int:
+  """Runs `roxie export`."""
+  if args.episodes < 1:
+    return _fail(f'--episodes must be >= 1, got {args.episodes}.')
+  try:
+    meta = export_run(args.run, args.to, name=args.name,
+                      eval_episodes=args.episodes, eval_backend=args.backend,
+                      eval_seed=args.seed, overwrite=args.overwrite)
+  except (FileNotFoundError, ValueError, KeyError) as e:
+    return _fail(str(e.args[0] if isinstance(e, KeyError) else e))
+  ev = meta['evaluation']
+  print(f'exported {meta["name"]} to {args.to}: eval_return='
+        f'{ev["return_mean"]:.1f} std={ev["return_std"]:.1f} '
+        f'episodes={ev["episodes"]}')
+  return 0
+
+
+def eval_cli(policy_path: str, *, episodes: int, backend: Optional[str],
+             seed: int) -> int:
+  """`roxie eval --policy FOLDER`: evaluates a bundle; prints like --run."""
+  try:
+    policy = load_policy(policy_path)
+    result = evaluate_policy(policy, episodes=episodes,
+                             backend=backend or 'cpu', seed=seed)
+  except (FileNotFoundError, ValueError, KeyError) as e:
+    return _fail(str(e.args[0] if isinstance(e, KeyError) else e))
+  print(f'eval_return={float(result.mean):.1f} '
+        f'std={float(result.std):.1f} episodes={episodes}')
+  return 0

@@ -1,0 +1,206 @@
+"""`roxie export`, `roxie.load_policy` and the shipped policies."""
+
+import json
+import os
+import subprocess
+import sys
+
+import jax
+import numpy as np
+import pytest
+
+from roxie import agents
+from roxie import cli
+from roxie import config as config_lib
+from roxie import envs
+from roxie import export
+from roxie import run as run_lib
+
+TINY = {'warmup_steps': 100, 'batch_size': 32, 'hidden_sizes': (16, 16)}
+# A shipped policy's return, re-evaluated as its card says, must be within
+# this fraction of the card's value (plus 5): the same program on the same
+# resets, so only float differences between machines move it.
+SHIPPED_RTOL = 0.03
+
+
+@pytest.fixture(scope='module')
+def tiny_run(tmp_path_factory):
+  out = str(tmp_path_factory.mktemp('runs') / 'sac')
+  run_lib.train('sac', 'PendulumSwingup', num_envs=2, steps=400,
+                eval_every=400, eval_episodes=2, out=out, overrides=TINY,
+                verbose=False, env_options={'episode_length': 50})
+  return out
+
+
+@pytest.fixture(scope='module')
+def bundle(tiny_run, tmp_path_factory):
+  folder = str(tmp_path_factory.mktemp('bundles') / 'pendulum')
+  export.export_run(tiny_run, folder, eval_episodes=3)
+  return folder
+
+
+def _run(capsys, *argv):
+  code = cli.main(list(argv))
+  out, err = capsys.readouterr()
+  return code, out, err
+
+
+def test_bundle_layout_and_metadata(bundle):
+  assert sorted(os.listdir(bundle)) == ['README.md', 'metrics.csv',
+                                        'policy.npz', 'roxie.json']
+  with open(os.path.join(bundle, 'roxie.json')) as f:
+    meta = json.load(f)
+  assert meta['agent'] == 'sac' and meta['task'] == 'PendulumSwingup'
+  assert meta['env_spec']['episode_length'] == 50
+  assert meta['env_options'] == {'episode_length': 50}
+  assert meta['config']['hidden_sizes'] == [16, 16]
+  assert meta['evaluation']['episodes'] == 3
+  assert len(meta['evaluation']['returns']) == 3
+  assert meta['training']['env_steps'] == 400
+  with np.load(os.path.join(bundle, 'policy.npz')) as data:
+    names = data.files
+  # Actor parameters only: no critic, target or optimiser state.
+  assert names and all(n.startswith('actor:') for n in names)
+  assert meta['params']['num_parameters'] == sum(
+      np.load(os.path.join(bundle, 'policy.npz'))[n].size for n in names)
+
+
+def test_model_card_front_matter(bundle):
+  with open(os.path.join(bundle, 'README.md')) as f:
+    card = f.read()
+  front = card.split('---\n')[1]
+  assert card.startswith('---\n')
+  assert 'library_name: roxie\n' in front
+  assert '- "sac"\n' in front and '- "PendulumSwingup"\n' in front
+  assert 'model-index:' in front and 'type: mean_reward' in front
+  with open(os.path.join(bundle, 'roxie.json')) as f:
+    ev = json.load(f)['evaluation']
+  assert f'value: "{ev["return_mean"]:.2f} +/- {ev["return_std"]:.2f}"' in front
+
+
+def test_loaded_policy_acts_like_the_recipe(tiny_run, bundle):
+  policy = export.load_policy(bundle)
+  meta, module, cfg = run_lib.load_run(tiny_run)
+  spec = policy.spec
+  recipe = module.make(cfg, spec)
+  template = jax.eval_shape(lambda k: recipe.init(k, spec),
+                            jax.random.PRNGKey(0))
+  template = jax.tree.map(lambda s: np.zeros(s.shape, s.dtype), template)
+  state = run_lib.load_agent_state(
+      os.path.join(tiny_run, run_lib.STATE_FILE), template)
+  obs = np.random.default_rng(0).normal(size=(5, spec.obs_size))
+  expected, _ = recipe.act(state, obs, jax.random.PRNGKey(0), explore=False)
+  np.testing.assert_allclose(policy(obs), expected, atol=1e-6)
+  np.testing.assert_allclose(policy(obs[0]), expected[0], atol=1e-6)
+  assert policy(obs).shape == (5, spec.action_size)
+  with pytest.raises(ValueError, match=f'expected observations '
+                     f'\\[{spec.obs_size}\\]'):
+    policy(np.zeros((5, spec.obs_size + 1)))
+  assert meta['agent'] == policy.agent
+
+
+def test_eval_of_the_bundle_matches_eval_of_the_run(tiny_run, bundle, capsys):
+  code, from_run, _ = _run(capsys, 'eval', '--run', tiny_run, '--episodes',
+                           '3', '--seed', '4')
+  assert code == 0
+  code, from_bundle, err = _run(capsys, 'eval', '--policy', bundle,
+                                '--episodes', '3', '--seed', '4')
+  assert code == 0, err
+  assert from_bundle == from_run
+
+
+def test_load_in_a_fresh_process_without_jax_at_import(bundle):
+  obs = np.linspace(-1, 1, export.load_policy(bundle).spec.obs_size)
+  expected = np.asarray(export.load_policy(bundle)(obs))
+  code = (
+      'import sys, numpy as np, roxie\n'
+      'assert "jax" not in sys.modules, "import roxie imported jax"\n'
+      f'p = roxie.load_policy({bundle!r})\n'
+      f'print(list(np.asarray(p(np.linspace(-1, 1, {obs.size})))))\n')
+  env = dict(os.environ, JAX_PLATFORMS='cpu')
+  proc = subprocess.run([sys.executable, '-c', code], capture_output=True,
+                        text=True, env=env, timeout=300, check=False)
+  assert proc.returncode == 0, proc.stderr
+  got = np.asarray(eval(proc.stdout.strip().splitlines()[-1]))  # pylint: disable=eval-used
+  np.testing.assert_allclose(got, expected, atol=1e-6)
+
+
+def test_export_refuses_to_overwrite_and_reports_bad_runs(tiny_run, bundle,
+                                                          tmp_path, capsys):
+  code, _, err = _run(capsys, 'export', '--run', tiny_run, '--to', bundle)
+  assert code == 2 and 'already exists' in err and '--overwrite' in err
+  code, _, err = _run(capsys, 'export', '--run', str(tmp_path / 'nope'),
+                      '--to', str(tmp_path / 'b'))
+  assert code == 2 and 'not a roxie run' in err
+  assert not (tmp_path / 'b').exists()
+
+
+def test_bad_bundles_fail_clearly(tiny_run, bundle, tmp_path):
+  with pytest.raises(export.BundleError, match='training run: export it'):
+    export.load_policy(tiny_run)
+  with pytest.raises(export.BundleError, match='no shipped policy'):
+    export.load_policy(str(tmp_path / 'missing'))
+  broken = tmp_path / 'broken'
+  broken.mkdir()
+  for name in ('roxie.json', 'README.md'):
+    with open(os.path.join(bundle, name)) as src:
+      (broken / name).write_text(src.read())
+  (broken / 'policy.npz').write_bytes(b'PK\x03\x04 truncated')
+  with pytest.raises(export.BundleError, match='policy.npz is unreadable'):
+    export.load_policy(str(broken))
+  # Parameters of another network size than the config says.
+  meta = json.loads((broken / 'roxie.json').read_text())
+  meta['config']['hidden_sizes'] = [32, 32]
+  (broken / 'roxie.json').write_text(json.dumps(meta))
+  with open(os.path.join(bundle, 'policy.npz'), 'rb') as src:
+    (broken / 'policy.npz').write_bytes(src.read())
+  with pytest.raises(export.BundleError, match='do not fit'):
+    export.load_policy(str(broken))
+  (broken / 'roxie.json').write_text('{"format": "something-else"}')
+  with pytest.raises(export.BundleError, match='not a roxie policy bundle'):
+    export.load_policy(str(broken))
+
+
+@pytest.mark.parametrize('agent', agents.AGENTS)
+def test_every_agent_exports_a_policy_matching_its_act(agent, tmp_path):
+  """policy_params/make_policy (own or built-in) agree with recipe.act."""
+  module = agents.get_agent(agent)
+  fields = {f for f in module.Config.__dataclass_fields__}
+  overrides = {k: v for k, v in TINY.items() if k in fields}
+  cfg = config_lib.apply_overrides(module.Config(), overrides)
+  spec = envs.make('PendulumSwingup', num_envs=1, nthread=1).spec
+  recipe = module.make(cfg, spec)
+  state = recipe.init(jax.random.PRNGKey(3), spec)
+  # A state whose outputs are not all ~0 (fresh heads start tiny).
+  state = jax.tree.map(
+      lambda x: x + 0.05 * jax.random.normal(jax.random.PRNGKey(1), x.shape,
+                                             x.dtype)
+      if jax.numpy.issubdtype(x.dtype, jax.numpy.floating) else x, state)
+  run_dir = tmp_path / 'run'
+  run_dir.mkdir()
+  (run_dir / 'config.json').write_text(json.dumps(
+      {'agent': agent, 'task': 'PendulumSwingup', 'backend': 'cpu',
+       'num_envs': 1, 'steps': 0, 'seed': 0, 'env_options': {},
+       'config': config_lib.to_dict(cfg)}))
+  run_lib.save_agent_state(str(run_dir / run_lib.STATE_FILE), state)
+  policy = export.policy_from_run(str(run_dir))  # Checks against act.
+  assert policy.agent == agent
+  assert all(isinstance(v, dict) for v in policy.params.values())
+
+
+@pytest.mark.parametrize('name', export.shipped_policies())
+def test_shipped_policy_scores_what_its_card_says(name):
+  policy = export.load_policy(name)
+  ev = policy.metadata['evaluation']
+  assert ev['backend'] == 'cpu'
+  result = export.evaluate_policy(policy, episodes=ev['episodes'],
+                                  backend='cpu', seed=ev['seed'])
+  expected = ev['return_mean']
+  assert abs(float(result.mean) - expected) <= SHIPPED_RTOL * expected + 5, (
+      f'{name}: card says {expected}, evaluation gives {float(result.mean)}')
+  with open(os.path.join(export.resolve_bundle(name), 'README.md')) as f:
+    assert f'{expected:.2f} +/-' in f.read()
+
+
+def test_policies_are_shipped():
+  assert 'CartpoleSwingup-sac' in export.shipped_policies()
