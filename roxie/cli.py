@@ -21,25 +21,44 @@ def _parser() -> argparse.ArgumentParser:
   p = argparse.ArgumentParser(prog='roxie', description=__doc__.split('\n')[0])
   sub = p.add_subparsers(dest='command', required=True)
 
-  t = sub.add_parser('train', help='train an agent on a task')
-  t.add_argument('--agent', default=DEFAULT_AGENT, choices=AGENTS,
-                 type=str.lower)
-  t.add_argument('--task', default=DEFAULT_TASK)
-  t.add_argument('--backend', default='cpu', choices=('cpu', 'mjx'))
+  t = sub.add_parser('train', help='train an agent on a task, or resume a run')
+  # Run-defining options default to None so that --resume can tell which
+  # were given (a resumed run refuses any that would change it).
+  t.add_argument('--agent', default=None, choices=AGENTS, type=str.lower,
+                 help=f'default: {DEFAULT_AGENT}')
+  t.add_argument('--task', default=None, help=f'default: {DEFAULT_TASK}')
+  t.add_argument('--backend', default=None, choices=('cpu', 'mjx'),
+                 help='default: cpu')
   t.add_argument('--num-envs', type=int, default=None,
                  help='parallel training environments (default: the config)')
   t.add_argument('--steps', type=int, default=None,
-                 help='total environment steps (default: the config)')
-  t.add_argument('--seed', type=int, default=0)
+                 help='total environment steps (default: the config); with '
+                 '--resume, a new total')
+  t.add_argument('--seed', type=int, default=None, help='default: 0')
   t.add_argument('--out', default=None,
                  help='run directory (default: runs/<agent>-<task>-seed<seed>)')
   t.add_argument('--set', dest='overrides', action='append', default=[],
                  metavar='FIELD=VALUE', help='override a config field (repeatable)')
   t.add_argument('--eval-every', type=int, default=None,
                  help='environment steps between evaluations')
-  t.add_argument('--eval-episodes', type=int, default=10)
+  t.add_argument('--eval-episodes', type=int, default=None,
+                 help='default: 10')
   t.add_argument('--episode-length', type=int, default=None,
                  help="shorten episodes (default: the task's, 1000 steps)")
+  t.add_argument('--resume', default=None, metavar='DIR',
+                 help="continue the run in DIR from its latest checkpoint, "
+                 "with its saved settings")
+  t.add_argument('--checkpoint-every', type=int, default=None, metavar='STEPS',
+                 help='environment steps between checkpoints (default: at '
+                 'each evaluation; always one at the end)')
+  t.add_argument('--keep-checkpoints', type=int, default=2, metavar='N',
+                 help='keep the newest N checkpoints (default: 2)')
+  t.add_argument('--no-save-replay', dest='save_replay', action='store_false',
+                 help='leave the replay buffer out of checkpoints (a resume '
+                 'then starts with an empty replay and is not exact)')
+  t.add_argument('--tensorboard', action='store_true',
+                 help="also write TensorBoard event files to DIR/tensorboard "
+                 "(needs roxie[tensorboard])")
   t.add_argument('--quiet', action='store_true')
 
   e = sub.add_parser('eval', help="re-evaluate a finished run's policy")
@@ -77,7 +96,6 @@ def main(argv: Optional[List[str]] = None) -> int:
   if getattr(args, 'cli_main', None):  # plot, play, export
     return args.cli_main(args)
   # Imports after parsing, so `--help` and usage errors are instant.
-  from roxie import config as config_lib  # pylint: disable=g-import-not-at-top
   from roxie import envs  # pylint: disable=g-import-not-at-top
   from roxie import run as run_lib  # pylint: disable=g-import-not-at-top
 
@@ -100,25 +118,83 @@ def main(argv: Optional[List[str]] = None) -> int:
           f'std={float(result.std):.1f} episodes={args.episodes}')
     return 0
 
-  # train: validate everything before anything is written.
-  try:
-    overrides = config_lib.parse_overrides(args.overrides)
-    run_lib.resolve_config(args.agent, overrides)
-    envs.get_task(args.task)
-  except (config_lib.ConfigError, KeyError) as e:
-    return _fail(e.args[0] if isinstance(e, KeyError) else str(e))
+  return _train_command(args)
+
+
+def _train_command(args: argparse.Namespace) -> int:
+  """`roxie train`: validates everything before anything is written."""
+  from roxie import checkpoint as ckpt_lib  # pylint: disable=g-import-not-at-top
+  from roxie import config as config_lib  # pylint: disable=g-import-not-at-top
+  from roxie import envs  # pylint: disable=g-import-not-at-top
+  from roxie import run as run_lib  # pylint: disable=g-import-not-at-top
+  from roxie.agents import DEFAULT_AGENT  # pylint: disable=g-import-not-at-top
+
   for name in ('num_envs', 'steps', 'eval_every', 'eval_episodes',
-               'episode_length'):
+               'episode_length', 'checkpoint_every', 'keep_checkpoints'):
     value = getattr(args, name)
     if value is not None and value < 1:
       return _fail(f'--{name.replace("_", "-")} must be >= 1, got {value}.')
-  out = args.out or _default_out(args.agent, args.task, args.seed)
-  result = run_lib.train(args.agent, args.task, backend=args.backend,
-                num_envs=args.num_envs, steps=args.steps, seed=args.seed,
-                out=out, overrides=overrides, eval_every=args.eval_every,
-                eval_episodes=args.eval_episodes, verbose=not args.quiet,
-                env_options=({'episode_length': args.episode_length}
-                             if args.episode_length else None))
+  try:
+    overrides = config_lib.parse_overrides(args.overrides)
+  except config_lib.ConfigError as e:
+    return _fail(str(e))
+  if args.tensorboard:
+    try:
+      run_lib.check_tensorboard()
+    except ImportError as e:
+      return _fail(str(e))
+  env_options = ({'episode_length': args.episode_length}
+                 if args.episode_length else None)
+  # What --resume refuses to resume with: errors of the run, not of roxie.
+  refused = (FileNotFoundError, FileExistsError, run_lib.RunError,
+             ckpt_lib.CheckpointError, config_lib.ConfigError)
+  common = dict(checkpoint_every=args.checkpoint_every,
+                keep_checkpoints=args.keep_checkpoints,
+                save_replay=args.save_replay, tensorboard=args.tensorboard,
+                verbose=not args.quiet)
+
+  if args.resume:
+    out = args.resume
+    if args.out and os.path.abspath(args.out) != os.path.abspath(out):
+      return _fail('--out cannot be combined with --resume: a resumed run '
+                   'stays in its own directory.')
+    try:
+      meta, _, _ = run_lib.load_run(out)
+      diffs = run_lib.run_differences(meta, {
+          'agent': args.agent, 'task': args.task, 'backend': args.backend,
+          'num_envs': args.num_envs, 'seed': args.seed,
+          'eval_every': args.eval_every, 'eval_episodes': args.eval_episodes,
+          'env_options': env_options, 'overrides': overrides or None})
+    except (FileNotFoundError, KeyError, ValueError) as e:
+      return _fail(e.args[0] if isinstance(e, KeyError) else str(e))
+    if diffs:
+      return _fail(
+          f'--resume continues {out} with its saved settings, and these '
+          'options would change the run:\n  ' + '\n  '.join(diffs) +
+          '\nDrop them (only --steps may change, to extend the total) or '
+          'start a new run with --out.')
+    try:
+      result = run_lib.resume(out, steps=args.steps, **common)
+    except refused as e:
+      return _fail(str(e))
+  else:
+    agent = args.agent or DEFAULT_AGENT
+    task = args.task or run_lib.DEFAULT_TASK
+    seed = 0 if args.seed is None else args.seed
+    try:
+      run_lib.resolve_config(agent, overrides)
+      envs.get_task(task)
+    except (config_lib.ConfigError, KeyError) as e:
+      return _fail(e.args[0] if isinstance(e, KeyError) else str(e))
+    out = args.out or _default_out(agent, task, seed)
+    try:
+      result = run_lib.train(
+          agent, task, backend=args.backend or 'cpu', num_envs=args.num_envs,
+          steps=args.steps, seed=seed, out=out, overrides=overrides,
+          eval_every=args.eval_every, eval_episodes=args.eval_episodes or 10,
+          env_options=env_options, **common)
+    except refused as e:
+      return _fail(str(e))
   if args.quiet:  # train() prints the final line itself when not quiet.
     print(run_lib.final_line(result), flush=True)
   print(f'run saved to {out}')

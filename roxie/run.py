@@ -1,25 +1,62 @@
 """Training and evaluation runs: the host side around the compiled loop.
 
 `train(...)` builds the environment, the recipe and the compiled loop, calls
-the loop, and between calls evaluates, writes `metrics.csv`, saves the agent
-state and reports progress. Everything heavy runs inside the compiled loop.
+the loop, and between calls evaluates, appends to `metrics.csv`, writes
+checkpoints and reports progress. Everything heavy runs inside the compiled
+loop. `resume(run_dir)` continues a run from its latest checkpoint.
+
+A run directory:
+
+  config.json        what defines the run: agent, task, backend, num_envs,
+                     seed, env options, the agent's config, total steps,
+                     eval_every, eval_episodes, iterations_per_call
+  metrics.csv        one row per evaluation, appended
+  agent_state.npz    the agent state of the latest checkpoint (leaves only;
+                     kept for tools that read just the policy)
+  checkpoints/       see `roxie.checkpoint`; each checkpoint has items
+                       agent   the recipe's state (params, target networks,
+                               optimiser states, temperatures/duals, noise
+                               and normaliser state, update counters)
+                       loop    the rest of the LoopState (env state, episode
+                               statistics, the loop's PRNG key, iteration),
+                               the runner's evaluation key and, on the native
+                               CPU backend, the host physics state
+                       replay  the replay buffer (unless save_replay=False)
+                     and in meta.json the runner's counters (env steps,
+                     next evaluation, last evaluation, CSV rows, wall time)
+  tensorboard/       event files, with tensorboard=True
+  .lock              held (flock) while a process trains the run
+
+Exact resume. With the replay saved, a resumed run is bit-exact with an
+uninterrupted one: the compiled program is the same (iterations per call is
+part of config.json), every array it carries is restored, the native backend's
+host physics is restored with `env.set_host_state`, and the runner's own
+randomness (evaluation keys) and counters are restored. Rows of metrics.csv
+written after the restored checkpoint (a process killed between an
+evaluation and its checkpoint) are dropped on resume; the resumed run writes
+them again, identical except wall_time and sps. Rows up to the checkpoint are
+never touched: metrics.csv is appended to, not rewritten, across resumes.
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import dataclasses
+import io
 import json
 import math
 import os
+import shutil
 import sys
 import time
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from roxie import checkpoint as ckpt_lib
 from roxie import config as config_lib
 from roxie import envs
 from roxie import loops
@@ -28,9 +65,20 @@ DEFAULT_TASK = 'CartpoleSwingup'
 STATE_FILE = 'agent_state.npz'
 CONFIG_FILE = 'config.json'
 METRICS_FILE = 'metrics.csv'
+TENSORBOARD_DIR = 'tensorboard'
+LOCK_FILE = '.lock'
+DEFAULT_KEEP_CHECKPOINTS = 2
+_MAX_ITERATIONS_PER_CALL = 1000
 
 _METRIC_COLUMNS = ('env_steps', 'wall_time', 'eval_return', 'eval_return_std',
                    'train_episode_return', 'sps')
+# config.json fields that define a run: a resume must not change them.
+RUN_FIELDS = ('agent', 'task', 'backend', 'num_envs', 'seed', 'env_options',
+              'config', 'eval_every', 'eval_episodes', 'iterations_per_call')
+
+
+class RunError(ValueError):
+  """A run that cannot be started or resumed as asked, and why."""
 
 
 @dataclasses.dataclass
@@ -41,6 +89,7 @@ class RunResult:
   sps: float
   wall_time: float
   out: Optional[str]
+  resumed_from: Optional[int] = None  # Env steps of the restored checkpoint.
 
 
 def _agent_module(agent: str):
@@ -52,6 +101,9 @@ def resolve_config(agent: str, overrides: Mapping[str, Any]):
   """The agent's Config with overrides applied (raises ConfigError/KeyError)."""
   module = _agent_module(agent)
   return module, config_lib.apply_overrides(module.Config(), overrides)
+
+
+# --- agent_state.npz (policy only) ---------------------------------------------
 
 
 def save_agent_state(path: str, agent_state) -> None:
@@ -85,136 +137,237 @@ def load_agent_state(path: str, template):
   return jax.tree.unflatten(treedef, [jnp.asarray(x) for x in leaves])
 
 
-class _Progress:
-  """A one-line progress report; a bar on a TTY, plain lines otherwise."""
+# --- progress ----------------------------------------------------------------------
 
-  def __init__(self, total: int, enabled: bool):
+
+def _short(n: float) -> str:
+  n = float(n)
+  for div, suffix in ((1e9, 'G'), (1e6, 'M'), (1e3, 'k')):
+    if abs(n) >= div:
+      return f'{n / div:.1f}'.rstrip('0').rstrip('.') + suffix
+  return f'{n:.0f}'
+
+
+def _clock(seconds: float) -> str:
+  if not math.isfinite(seconds) or seconds < 0:
+    return '--:--'
+  seconds = int(round(seconds))
+  h, rem = divmod(seconds, 3600)
+  m, s = divmod(rem, 60)
+  return f'{h}:{m:02d}:{s:02d}' if h else f'{m:02d}:{s:02d}'
+
+
+class _Progress:
+  """A progress bar on a terminal (stderr); nothing when not a TTY.
+
+  Log lines (one per evaluation) go to stdout whenever `enabled`.
+  """
+
+  def __init__(self, total: int, start_steps: int, enabled: bool,
+               stream=None):
+    self.stream = stream or sys.stderr
     self.total = total
     self.enabled = enabled
-    self.tty = enabled and sys.stderr.isatty()
-    self.start = time.time()
+    try:
+      self.tty = enabled and self.stream.isatty()
+    except (AttributeError, ValueError):
+      self.tty = False
+    enc = (getattr(self.stream, 'encoding', None) or '').lower()
+    self.fancy = enc.replace('-', '') == 'utf8'
+    self.start_steps = start_steps
+    self.shown = False
+    # Rate since the end of the first call (which includes the compile).
+    self.rate_origin: Optional[Tuple[float, int]] = None
 
-  def update(self, steps: int, sps: float, last_eval: Optional[float]):
+  def _width(self) -> int:
+    return max(40, shutil.get_terminal_size((100, 20)).columns - 1)
+
+  def _draw(self, text: str) -> None:
+    text = text[:self._width()]
+    self.stream.write('\r' + text + '\x1b[K')
+    self.stream.flush()
+    self.shown = True
+
+  def status(self, text: str) -> None:
+    if self.tty:
+      self._draw(text)
+
+  def _bar(self, frac: float, width: int) -> str:
+    frac = min(1.0, max(0.0, frac))
+    if not self.fancy:
+      n = int(frac * width)
+      return '#' * n + '-' * (width - n)
+    eighths = int(frac * width * 8)
+    full, part = divmod(eighths, 8)
+    partial = ' ▏▎▍▌▋▊▉'[part] if full < width else ''
+    return ('█' * full + partial).ljust(width)
+
+  def rate(self, steps: int) -> float:
+    """Env steps per second, not counting the first call's compile."""
+    now = time.time()
+    if self.rate_origin is None:
+      self.rate_origin = (now, steps)
+      return float('nan')
+    t0, s0 = self.rate_origin
+    return (steps - s0) / max(now - t0, 1e-9)
+
+  def update(self, steps: int, sps: float, last_eval: Optional[float]) -> None:
     if not self.tty:
       return
-    frac = min(1.0, steps / max(1, self.total))
-    width = 24
-    bar = '#' * int(frac * width) + '-' * (width - int(frac * width))
+    frac = steps / max(1, self.total)
     eta = (self.total - steps) / sps if sps > 0 else float('nan')
     ev = f'{last_eval:.1f}' if last_eval is not None else '-'
-    sys.stderr.write(f'\r[{bar}] {steps}/{self.total} steps  {sps:,.0f} sps  '
-                     f'eval {ev}  eta {eta:,.0f}s ')
-    sys.stderr.flush()
+    rate = f'{sps:,.0f}' if math.isfinite(sps) else '-'
+    right = (f' {frac * 100:3.0f}% {_short(steps)}/{_short(self.total)} steps'
+             f'  {rate} sps  eval {ev}  ETA {_clock(eta)}')
+    width = max(10, min(30, self._width() - len(right) - 2))
+    self._draw(f'[{self._bar(frac, width)}]{right}')
 
-  def log(self, line: str):
-    if self.tty:
-      sys.stderr.write('\r' + ' ' * 100 + '\r')
+  def clear(self) -> None:
+    if self.tty and self.shown:
+      self.stream.write('\r\x1b[K')
+      self.stream.flush()
+      self.shown = False
+
+  def log(self, line: str) -> None:
+    self.clear()
     if self.enabled:
       print(line, flush=True)
 
-
-def train(agent: str = 'sac', task: str = DEFAULT_TASK, *, backend: str = 'cpu',
-          num_envs: Optional[int] = None, steps: Optional[int] = None,
-          seed: int = 0, out: Optional[str] = None,
-          overrides: Optional[Mapping[str, Any]] = None,
-          eval_every: Optional[int] = None, eval_episodes: int = 10,
-          verbose: bool = True, env_options: Optional[Mapping[str, Any]] = None
-          ) -> RunResult:
-  """Trains `agent` on `task`; returns the final evaluation.
-
-  Args:
-    agent: one of `roxie.agents.AGENTS`.
-    task: a registered task name.
-    backend: 'cpu' (native MuJoCo) or 'mjx'.
-    num_envs: parallel training environments (default: the config's).
-    steps: total environment steps (default: the config's `total_steps`).
-    seed: PRNG seed.
-    out: run directory for config.json, metrics.csv and the agent state.
-    overrides: config fields to change (values may be strings).
-    eval_every: environment steps between evaluations (default: ~10 per run).
-    eval_episodes: episodes per evaluation (one per evaluation env).
-    verbose: print progress and the final line.
-    env_options: extra keyword arguments for `roxie.envs.make`.
-  """
-  module, cfg = resolve_config(agent, overrides or {})
-  num_envs = int(num_envs or cfg.num_envs)
-  total = int(steps if steps is not None else cfg.total_steps)
-  env_options = dict(env_options or {})
-  env = envs.make(task, backend=backend, num_envs=num_envs, **env_options)
-  eval_env = envs.make(task, backend=backend, num_envs=eval_episodes,
-                       **env_options)
-  recipe = module.make(cfg, env.spec)
-  per_iter = loops.env_steps_per_iteration(recipe, num_envs)
-  eval_every = int(eval_every or max(per_iter, total // 10))
-  iterations = max(1, min(eval_every // per_iter, 1000))
-  if out:
-    os.makedirs(out, exist_ok=True)
-    with open(os.path.join(out, CONFIG_FILE), 'w') as f:
-      json.dump({'agent': agent, 'task': task, 'backend': backend,
-                 'num_envs': num_envs, 'steps': total, 'seed': seed,
-                 'env_options': env_options,
-                 'config': config_lib.to_dict(cfg)}, f, indent=2)
-
-  init, run = loops.make_compiled_loop(recipe, env, iterations=iterations)
-  evaluate = loops.make_evaluator(recipe, eval_env)
-  key = jax.random.PRNGKey(seed)
-  key, k_init = jax.random.split(key)
-  progress = _Progress(total, verbose)
-  t0 = time.time()
-  state = init(k_init)
-  env_steps, next_eval = 0, eval_every
-  last_eval = None
-  train_return = float('nan')
-  rows = []
-  csv_path = os.path.join(out, METRICS_FILE) if out else None
-  metric_names = None
-  sps = 0.0
-  while env_steps < total:
-    state, output = run(state)
-    env_steps += iterations * per_iter
-    stats = jax.device_get(output.stats)
-    if stats.completed > 0:
-      train_return = float(stats.completed_return / stats.completed)
-    elapsed = time.time() - t0
-    sps = env_steps / elapsed
-    progress.update(env_steps, sps, last_eval)
-    if env_steps >= next_eval or env_steps >= total:
-      next_eval += eval_every
-      key, k_eval = jax.random.split(key)
-      result = jax.device_get(evaluate(state.agent, k_eval))
-      last_eval = float(result.mean)
-      metrics = {k: float(v) for k, v in jax.device_get(output.metrics).items()}
-      if not all(math.isfinite(v) for v in metrics.values()):
-        progress.log(f'warning: non-finite training metrics at {env_steps} '
-                     f'steps: {metrics}')
-      row = {'env_steps': env_steps, 'wall_time': round(time.time() - t0, 2),
-             'eval_return': last_eval, 'eval_return_std': float(result.std),
-             'train_episode_return': train_return, 'sps': round(sps, 1)}
-      row.update(metrics)
-      rows.append(row)
-      if csv_path:
-        if metric_names is None:
-          metric_names = list(row)
-          with open(csv_path, 'w', newline='') as f:
-            csv.writer(f).writerow(metric_names)
-        with open(csv_path, 'a', newline='') as f:
-          csv.writer(f).writerow([row.get(k, '') for k in metric_names])
-        save_agent_state(os.path.join(out, STATE_FILE), state.agent)
-      progress.log(f'steps={env_steps} eval_return={last_eval:.1f} '
-                   f'train_return={train_return:.1f} sps={sps:,.0f} '
-                   f'time={time.time() - t0:.0f}s')
-  wall = time.time() - t0
-  final = RunResult(eval_return=float(last_eval), eval_return_std=float(
-      rows[-1]['eval_return_std']), env_steps=env_steps, sps=sps,
-                    wall_time=wall, out=out)
-  if verbose:
-    print(final_line(final), flush=True)
-  return final
+  def close(self) -> None:
+    self.clear()
 
 
-def final_line(result: RunResult) -> str:
-  return (f'final eval_return={result.eval_return:.1f} '
-          f'env_steps={result.env_steps} sps={result.sps:.0f}')
+# --- metrics.csv and TensorBoard ------------------------------------------------------
+
+
+class _MetricsCsv:
+  """metrics.csv: a header, then one appended line per evaluation."""
+
+  def __init__(self, path: Optional[str]):
+    self.path = path
+    self.columns: Optional[List[str]] = None
+    self.rows = 0
+
+  def adopt(self, keep_rows: int, columns: Optional[List[str]]) -> int:
+    """For a resume: keeps the header and the first `keep_rows` rows.
+
+    Returns the number of rows dropped (written after the checkpoint). The
+    file is rewritten (atomically) only when there is something to drop.
+    """
+    self.columns = list(columns) if columns else None
+    self.rows = keep_rows
+    if not self.path or not os.path.exists(self.path):
+      return 0
+    with open(self.path, newline='') as f:
+      lines = f.read().splitlines(keepends=True)
+    if not lines:
+      return 0
+    header = next(csv.reader([lines[0]]))
+    if self.columns is None:
+      self.columns = header
+    data = lines[1:]
+    if len(data) < keep_rows:
+      self.rows = len(data)
+      return -(keep_rows - len(data))
+    if len(data) == keep_rows:
+      if data and not data[-1].endswith('\n'):
+        with open(self.path, 'a', newline='') as f:
+          f.write('\n')
+      return 0
+    tmp = self.path + '.tmp'
+    with open(tmp, 'w', newline='') as f:
+      f.writelines(lines[:1 + keep_rows])
+      f.flush()
+      os.fsync(f.fileno())
+    os.replace(tmp, self.path)
+    return len(data) - keep_rows
+
+  def append(self, row: Mapping[str, Any]) -> None:
+    if self.columns is None:
+      self.columns = list(row)
+    if self.path:
+      buf = io.StringIO()
+      writer = csv.writer(buf)
+      if self.rows == 0 and (not os.path.exists(self.path)
+                             or os.path.getsize(self.path) == 0):
+        writer.writerow(self.columns)
+      writer.writerow([row.get(k, '') for k in self.columns])
+      with open(self.path, 'a', newline='') as f:
+        f.write(buf.getvalue())  # One write: a kill cannot split a row.
+    self.rows += 1
+
+
+def check_tensorboard() -> None:
+  """Raises ImportError with the install hint if tensorboardX is missing."""
+  try:
+    import tensorboardX  # pylint: disable=g-import-not-at-top,unused-import
+  except ImportError as e:
+    raise ImportError(
+        "--tensorboard needs tensorboardX, which is not installed: "
+        "pip install 'roxie[tensorboard]' (or pip install tensorboardX)."
+    ) from e
+
+
+class _TensorBoard:
+  """Scalars per evaluation row, as TensorBoard event files."""
+
+  def __init__(self, log_dir: str, purge_step: Optional[int]):
+    check_tensorboard()
+    from tensorboardX import SummaryWriter  # pylint: disable=g-import-not-at-top
+    # purge_step hides events a killed process logged after the checkpoint
+    # a resume starts from.
+    self.writer = SummaryWriter(log_dir, purge_step=purge_step)
+
+  def write(self, row: Mapping[str, Any]) -> None:
+    step = int(row['env_steps'])
+    for k, v in row.items():
+      if k == 'env_steps':
+        continue
+      group = 'eval' if k.startswith('eval_') else (
+          'train' if k in ('train_episode_return',) else
+          'perf' if k in ('sps', 'wall_time') else 'loss')
+      self.writer.add_scalar(f'{group}/{k}', float(v), step)
+    self.writer.flush()
+
+  def close(self) -> None:
+    self.writer.close()
+
+
+# --- run directories ---------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _run_lock(out: Optional[str]):
+  """Holds an exclusive flock on out/.lock (released by the OS on a kill)."""
+  if not out:
+    yield
+    return
+  try:
+    import fcntl  # pylint: disable=g-import-not-at-top
+  except ImportError:  # Not POSIX: no lock.
+    yield
+    return
+  os.makedirs(out, exist_ok=True)
+  f = open(os.path.join(out, LOCK_FILE), 'a+')
+  try:
+    try:
+      fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+      raise RunError(f'Another process is training {out} right now (it holds '
+                     f'{os.path.join(out, LOCK_FILE)}).') from None
+    yield
+  finally:
+    f.close()
+
+
+def _write_json(path: str, doc: Mapping[str, Any]) -> None:
+  tmp = path + '.tmp'
+  with open(tmp, 'w') as f:
+    json.dump(doc, f, indent=2)
+    f.flush()
+    os.fsync(f.fileno())
+  os.replace(tmp, path)
 
 
 def load_run(run_dir: str):
@@ -232,9 +385,537 @@ def load_run(run_dir: str):
   return meta, module, cfg
 
 
+def run_differences(meta: Mapping[str, Any],
+                    given: Mapping[str, Any]) -> List[str]:
+  """What in `given` (run fields, or 'config' overrides) differs from a run.
+
+  Args:
+    meta: the run's config.json.
+    given: run fields as `train` takes them (agent, task, backend, num_envs,
+      seed, eval_every, eval_episodes, env_options) and/or 'overrides', a
+      mapping of config fields (values may be strings, as from `--set`).
+
+  Returns:
+    One line per difference, e.g. "agent: the run has 'sac', asked for
+    'td3'"; empty if everything given matches.
+  """
+  diffs = []
+  for key, value in given.items():
+    if value is None:
+      continue
+    if key == 'overrides':
+      module = _agent_module(meta['agent'])
+      saved = config_lib.from_dict(module.Config, meta['config'])
+      asked = config_lib.to_dict(config_lib.apply_overrides(saved, value))
+      have = config_lib.to_dict(saved)
+      for field in value:
+        if asked[field] != have[field]:
+          diffs.append(f'config {field}: the run has {have[field]!r}, asked '
+                       f'for {asked[field]!r}')
+    elif key == 'env_options':
+      have = dict(meta.get('env_options') or {})
+      for k, v in value.items():
+        if have.get(k) != v:
+          diffs.append(f'{k}: the run has {have.get(k)!r}, asked for {v!r}')
+    else:
+      have = meta.get(key)
+      if isinstance(value, str) and isinstance(have, str):
+        same = value.lower() == have.lower()
+      else:
+        same = value == have
+      if not same:
+        diffs.append(f'{key}: the run has {have!r}, asked for {value!r}')
+  return diffs
+
+
+# --- programs ------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class _Programs:
+  env: Any
+  eval_env: Any
+  recipe: Any
+  init: Any
+  run: Any
+  evaluate: Any
+  per_iter: int
+  iterations: int
+
+
+_PROGRAMS: Dict[str, _Programs] = {}
+_PROGRAMS_MAX = 4
+
+
+def _programs(meta: Mapping[str, Any]) -> _Programs:
+  """Envs, recipe and jitted programs of a run (cached per run settings).
+
+  The cache lets several runs with the same settings in one process (seeds,
+  a resume) share their compiled programs. A cached native env's host
+  physics is re-initialised by `init` or restored by `set_host_state`, so
+  nothing carries over between runs; runs sharing programs must not train
+  at the same time (they share host physics).
+  """
+  key = json.dumps({k: meta.get(k) for k in RUN_FIELDS if k != 'seed'},
+                   sort_keys=True, default=str)
+  cached = _PROGRAMS.get(key)
+  if cached is not None:
+    return cached
+  module = _agent_module(meta['agent'])
+  cfg = config_lib.from_dict(module.Config, meta['config'])
+  env_options = dict(meta.get('env_options') or {})
+  env = envs.make(meta['task'], backend=meta['backend'],
+                  num_envs=meta['num_envs'], **env_options)
+  eval_env = envs.make(meta['task'], backend=meta['backend'],
+                       num_envs=meta['eval_episodes'], **env_options)
+  recipe = module.make(cfg, env.spec)
+  iterations = int(meta['iterations_per_call'])
+  init, run = loops.make_compiled_loop(recipe, env, iterations=iterations)
+  evaluate = loops.make_evaluator(recipe, eval_env)
+  progs = _Programs(env=env, eval_env=eval_env, recipe=recipe, init=init,
+                    run=run, evaluate=evaluate,
+                    per_iter=loops.env_steps_per_iteration(
+                        recipe, meta['num_envs']),
+                    iterations=iterations)
+  while len(_PROGRAMS) >= _PROGRAMS_MAX:
+    _PROGRAMS.pop(next(iter(_PROGRAMS)))
+  _PROGRAMS[key] = progs
+  return progs
+
+
+def _has_host_state(env) -> bool:
+  return callable(getattr(env, 'get_host_state', None))
+
+
+# --- checkpoints of a training run ----------------------------------------------------
+
+
+@dataclasses.dataclass
+class _Runner:
+  """The runner's host-side state (saved in each checkpoint's meta.json)."""
+  env_steps: int = 0
+  next_eval: int = 0
+  last_eval: Optional[float] = None
+  last_eval_std: Optional[float] = None
+  train_return: float = float('nan')
+  csv_rows: int = 0
+  csv_columns: Optional[List[str]] = None
+  wall_time: float = 0.0  # Seconds of training before this process.
+
+  def to_json(self) -> Dict[str, Any]:
+    d = dataclasses.asdict(self)
+    # JSON has no NaN; keep it readable and exact.
+    d['train_return'] = repr(self.train_return)
+    return d
+
+  @classmethod
+  def from_json(cls, d: Mapping[str, Any]) -> '_Runner':
+    d = dict(d)
+    d['train_return'] = float(d['train_return'])
+    return cls(**{f.name: d[f.name] for f in dataclasses.fields(cls)
+                  if f.name in d})
+
+
+def _items(progs: _Programs, state, runner_key, save_replay: bool):
+  """The checkpoint items of a LoopState (host physics read now)."""
+  loop_item = {'state': state._replace(agent=(), replay=()),
+               'runner_key': runner_key}
+  if _has_host_state(progs.env):
+    loop_item['host_physics'] = progs.env.get_host_state()
+  replay = state.replay if (save_replay and not progs.recipe.on_policy) else None
+  return {'agent': state.agent, 'loop': loop_item, 'replay': replay}
+
+
+def _templates(progs: _Programs, seed_key):
+  """Shapes and dtypes of the checkpoint items (traced, nothing runs)."""
+  shapes = jax.eval_shape(progs.init, seed_key)
+  loop_item = {'state': shapes._replace(agent=(), replay=()),
+               'runner_key': jax.ShapeDtypeStruct(seed_key.shape,
+                                                  seed_key.dtype)}
+  if _has_host_state(progs.env):
+    rows = progs.env.get_host_state()
+    loop_item['host_physics'] = jax.ShapeDtypeStruct(rows.shape, rows.dtype)
+  templates = {'agent': shapes.agent, 'loop': loop_item}
+  if not progs.recipe.on_policy:
+    templates['replay'] = shapes.replay
+  return templates, shapes
+
+
+def _run_identity(meta: Mapping[str, Any]) -> Dict[str, Any]:
+  return {k: meta.get(k) for k in ('agent', 'task', 'backend', 'num_envs',
+                                   'seed', 'env_options', 'config')}
+
+
+def _check_identity(path: str, saved: Mapping[str, Any],
+                    meta: Mapping[str, Any]) -> None:
+  """Names what differs between the run a checkpoint was written for and this."""
+  if not saved:
+    return
+  here = json.loads(json.dumps(_run_identity(meta)))
+  diffs = []
+  for k in ('agent', 'task', 'backend', 'num_envs', 'seed', 'env_options'):
+    if saved.get(k) != here.get(k):
+      diffs.append(f'{k} {saved.get(k)!r} (this run: {here.get(k)!r})')
+  if not diffs and saved.get('config') != here.get('config'):
+    a, b = saved.get('config') or {}, here.get('config') or {}
+    for k in sorted(set(a) | set(b)):
+      if a.get(k) != b.get(k):
+        diffs.append(f'config {k} {a.get(k)!r} (this run: {b.get(k)!r})')
+  if diffs:
+    raise ckpt_lib.CheckpointError(
+        f'Checkpoint {path} belongs to another run: it was written for '
+        + ', '.join(diffs) + '.')
+
+
+def _load_checkpoint(path: str, progs: _Programs, meta: Mapping[str, Any],
+                     seed_key):
+  """(LoopState on device, runner key, _Runner, replay restored?) from path."""
+  doc = ckpt_lib.read_meta(path)
+  _check_identity(path, (doc.get('meta') or {}).get('run'), meta)
+  templates, shapes = _templates(progs, seed_key)
+  items, doc = ckpt_lib.restore(path, templates, optional=('replay',))
+  runner = _Runner.from_json(doc['meta']['runner'])
+  replay_restored = items.get('replay') is not None
+  if progs.recipe.on_policy:
+    replay = ()
+  elif replay_restored:
+    replay = items['replay']
+  else:  # An empty replay is all zeros (see buffers.replay_init).
+    replay = jax.tree.map(lambda s: np.zeros(s.shape, s.dtype), shapes.replay)
+  loop_item = items['loop']
+  state = loop_item['state']._replace(agent=items['agent'], replay=replay)
+  state = jax.device_put(state)
+  if _has_host_state(progs.env):
+    progs.env.set_host_state(loop_item['host_physics'])
+  return state, jnp.asarray(loop_item['runner_key']), runner, replay_restored
+
+
+# --- training -----------------------------------------------------------------------
+
+
+def _new_run_meta(agent, task, backend, num_envs, steps, seed, overrides,
+                  eval_every, eval_episodes, env_options, checkpoint_every):
+  module, cfg = resolve_config(agent, overrides or {})
+  num_envs = int(num_envs or cfg.num_envs)
+  total = int(steps if steps is not None else cfg.total_steps)
+  env_options = dict(env_options or {})
+  # The per-iteration step count needs the recipe, which needs the spec.
+  spec_env = envs.make(task, backend=backend, num_envs=1, **env_options)
+  per_iter = loops.env_steps_per_iteration(module.make(cfg, spec_env.spec),
+                                           num_envs)
+  eval_every = int(eval_every or max(per_iter, total // 10))
+  chunk = min(eval_every, int(checkpoint_every or eval_every))
+  iterations = max(1, min(chunk // per_iter, _MAX_ITERATIONS_PER_CALL))
+  return {'agent': agent, 'task': task, 'backend': backend,
+          'num_envs': num_envs, 'steps': total, 'seed': int(seed),
+          'env_options': env_options, 'config': config_lib.to_dict(cfg),
+          'eval_every': eval_every, 'eval_episodes': int(eval_episodes),
+          'iterations_per_call': iterations}
+
+
+def train(agent: str = 'sac', task: str = DEFAULT_TASK, *, backend: str = 'cpu',
+          num_envs: Optional[int] = None, steps: Optional[int] = None,
+          seed: int = 0, out: Optional[str] = None,
+          overrides: Optional[Mapping[str, Any]] = None,
+          eval_every: Optional[int] = None, eval_episodes: int = 10,
+          verbose: bool = True, env_options: Optional[Mapping[str, Any]] = None,
+          checkpoint_every: Optional[int] = None,
+          keep_checkpoints: int = DEFAULT_KEEP_CHECKPOINTS,
+          save_replay: bool = True, tensorboard: bool = False) -> RunResult:
+  """Trains `agent` on `task`; returns the final evaluation.
+
+  Args:
+    agent: one of `roxie.agents.AGENTS`.
+    task: a registered task name.
+    backend: 'cpu' (native MuJoCo) or 'mjx'.
+    num_envs: parallel training environments (default: the config's).
+    steps: total environment steps (default: the config's `total_steps`).
+    seed: PRNG seed.
+    out: run directory for config.json, metrics.csv and checkpoints (None:
+      nothing is written). It must not hold a run already (see `resume`).
+    overrides: config fields to change (values may be strings).
+    eval_every: environment steps between evaluations (default: ~10 per run).
+    eval_episodes: episodes per evaluation (one per evaluation env).
+    verbose: print progress and the final line.
+    env_options: extra keyword arguments for `roxie.envs.make`.
+    checkpoint_every: environment steps between checkpoints (default: at
+      each evaluation); one is always written at the end.
+    keep_checkpoints: how many of the newest checkpoints to keep.
+    save_replay: include the replay buffer in checkpoints (needed for an
+      exact resume of off-policy agents).
+    tensorboard: also write TensorBoard event files (needs tensorboardX).
+
+  Raises:
+    FileExistsError: `out` already holds a run.
+    RunError: another process trains `out`.
+  """
+  _check_positive(checkpoint_every=checkpoint_every,
+                  keep_checkpoints=keep_checkpoints)
+  if tensorboard:
+    check_tensorboard()
+  if out and os.path.exists(os.path.join(out, CONFIG_FILE)):
+    raise FileExistsError(
+        f'{out} already holds a run ({CONFIG_FILE}); continue it with '
+        f'`roxie train --resume {out}` or choose another directory.')
+  meta = _new_run_meta(agent, task, backend, num_envs, steps, seed, overrides,
+                       eval_every, eval_episodes, env_options, checkpoint_every)
+  with _run_lock(out):
+    if out:
+      _write_json(os.path.join(out, CONFIG_FILE), meta)
+    return _train(meta, out, resume=False, checkpoint_every=checkpoint_every,
+                  keep=keep_checkpoints, save_replay=save_replay,
+                  tensorboard=tensorboard, verbose=verbose)
+
+
+def resume(run_dir: str, *, steps: Optional[int] = None,
+           checkpoint_every: Optional[int] = None,
+           keep_checkpoints: int = DEFAULT_KEEP_CHECKPOINTS,
+           save_replay: bool = True, tensorboard: bool = False,
+           verbose: bool = True) -> RunResult:
+  """Continues a run from its latest checkpoint, with its saved config.
+
+  Args:
+    run_dir: a run directory written by `train`.
+    steps: a new total of environment steps (default: the run's).
+    checkpoint_every, keep_checkpoints, save_replay, tensorboard, verbose:
+      as for `train` (they do not change the run's results).
+
+  Raises:
+    FileNotFoundError: not a run directory.
+    roxie.checkpoint.CheckpointError: the latest checkpoint is unreadable,
+      corrupt or belongs to another run (nothing is changed then).
+    RunError: nothing to resume from, or another process trains the run.
+  """
+  _check_positive(checkpoint_every=checkpoint_every,
+                  keep_checkpoints=keep_checkpoints, steps=steps)
+  if tensorboard:
+    check_tensorboard()
+  meta, _, _ = load_run(run_dir)
+  meta = dict(meta)
+  missing = [k for k in RUN_FIELDS if k not in meta]
+  if missing:
+    raise RunError(f'{run_dir} was written by an older roxie without '
+                   f'{", ".join(missing)} in {CONFIG_FILE}; it cannot be '
+                   'resumed exactly.')
+  with _run_lock(run_dir):
+    if steps is not None and int(steps) != meta['steps']:
+      meta['steps'] = int(steps)
+    return _train(meta, run_dir, resume=True,
+                  checkpoint_every=checkpoint_every, keep=keep_checkpoints,
+                  save_replay=save_replay, tensorboard=tensorboard,
+                  verbose=verbose)
+
+
+def _check_positive(**values) -> None:
+  for name, value in values.items():
+    if value is not None and int(value) < 1:
+      raise ValueError(f'{name} must be >= 1, got {value}.')
+
+
+def _train(meta: Dict[str, Any], out: Optional[str], *, resume: bool,
+           checkpoint_every: Optional[int], keep: int, save_replay: bool,
+           tensorboard: bool, verbose: bool) -> RunResult:
+  """The training loop of a fresh or resumed run (the lock is held)."""
+  total = int(meta['steps'])
+  eval_every = int(meta['eval_every'])
+  ckpt_every = int(checkpoint_every or eval_every)
+  progs = _programs(meta)
+  per_call = progs.iterations * progs.per_iter
+  csv_log = _MetricsCsv(os.path.join(out, METRICS_FILE) if out else None)
+  key = jax.random.PRNGKey(meta['seed'])
+  key, k_init = jax.random.split(key)
+  runner = _Runner(next_eval=eval_every)
+  state = None
+  resumed_from = None
+  notes = []
+
+  if resume:
+    path = ckpt_lib.latest(out)
+    if path is None:
+      rows = _count_rows(os.path.join(out, METRICS_FILE))
+      if rows:
+        raise RunError(
+            f'{out} has {rows} rows in {METRICS_FILE} but no checkpoint to '
+            f'resume from ({ckpt_lib.CHECKPOINT_DIR}/ is empty or missing); '
+            'refusing to discard them. Start a new run instead.')
+      notes.append(f'{out} has no checkpoint yet (stopped before the first '
+                   'one): starting it from step 0 with its saved config.')
+    else:
+      state, key, runner, replay_restored = _load_checkpoint(
+          path, progs, meta, k_init)
+      resumed_from = runner.env_steps
+      dropped = csv_log.adopt(runner.csv_rows, runner.csv_columns)
+      notes.append(f'resumed {out} from {os.path.basename(path)} '
+                   f'({runner.env_steps} env steps, {runner.csv_rows} metrics '
+                   'rows).')
+      if dropped > 0:
+        notes.append(f'dropped {dropped} {METRICS_FILE} row(s) written after '
+                     'that checkpoint; they are recomputed.')
+      elif dropped < 0:
+        notes.append(f'warning: {METRICS_FILE} has {-dropped} row(s) fewer '
+                     'than the checkpoint recorded (edited outside roxie?); '
+                     'appending after what is there.')
+      if not progs.recipe.on_policy and not replay_restored:
+        notes.append('warning: the checkpoint has no replay buffer (saved '
+                     'with --no-save-replay): continuing with an EMPTY '
+                     'replay, so this run is no longer exact with an '
+                     'uninterrupted one.')
+    removed = ckpt_lib.cleanup(out)
+    if removed:
+      notes.append(f'removed {len(removed)} unfinished checkpoint write(s) '
+                   f'left by a killed process: {", ".join(removed)}.')
+    if total > runner.env_steps and total != _saved_total(out):
+      _write_json(os.path.join(out, CONFIG_FILE), meta)  # A new total.
+  elif out:
+    ckpt_lib.cleanup(out)
+
+  progress = _Progress(total, runner.env_steps, verbose)
+  for note in notes:
+    progress.log(note)
+  if runner.env_steps >= total:
+    progress.log(f'nothing to do: {out} is at {runner.env_steps} env steps '
+                 f'and its total is {total} (pass a larger --steps to '
+                 'extend it).')
+    return RunResult(
+        eval_return=_nan(runner.last_eval),
+        eval_return_std=_nan(runner.last_eval_std), env_steps=runner.env_steps,
+        sps=0.0, wall_time=runner.wall_time, out=out,
+        resumed_from=resumed_from)
+
+  board = None
+  if tensorboard and out:
+    board = _TensorBoard(os.path.join(out, TENSORBOARD_DIR),
+                         purge_step=(runner.env_steps + 1) if resume else None)
+  t0 = time.time()
+  start_steps = runner.env_steps
+  progress.status('starting (the first call compiles the training program)...')
+  if state is None:
+    state = progs.init(k_init)
+  env_steps = runner.env_steps
+  sps = 0.0
+  try:
+    while env_steps < total:
+      state, output = progs.run(state)
+      prev, env_steps = env_steps, env_steps + per_call
+      stats = jax.device_get(output.stats)
+      if stats.completed > 0:
+        runner.train_return = float(stats.completed_return / stats.completed)
+      elapsed = time.time() - t0
+      sps = (env_steps - start_steps) / max(elapsed, 1e-9)
+      progress.update(env_steps, progress.rate(env_steps), runner.last_eval)
+      finished = env_steps >= total
+      if env_steps >= runner.next_eval or finished:
+        runner.next_eval += eval_every
+        key, k_eval = jax.random.split(key)
+        result = jax.device_get(progs.evaluate(state.agent, k_eval))
+        runner.last_eval = float(result.mean)
+        runner.last_eval_std = float(result.std)
+        metrics = {k: float(v)
+                   for k, v in jax.device_get(output.metrics).items()}
+        if not all(math.isfinite(v) for v in metrics.values()):
+          progress.log(f'warning: non-finite training metrics at {env_steps} '
+                       f'steps: {metrics}')
+        row = {'env_steps': env_steps,
+               'wall_time': round(runner.wall_time + time.time() - t0, 2),
+               'eval_return': runner.last_eval,
+               'eval_return_std': runner.last_eval_std,
+               'train_episode_return': runner.train_return,
+               'sps': round(sps, 1)}
+        row.update(metrics)
+        csv_log.append(row)
+        if board:
+          board.write(row)
+        progress.log(f'steps={env_steps} eval_return={runner.last_eval:.1f} '
+                     f'train_return={runner.train_return:.1f} sps={sps:,.0f} '
+                     f'time={runner.wall_time + time.time() - t0:.0f}s')
+      if out and (env_steps // ckpt_every > prev // ckpt_every or finished):
+        progress.status(f'saving checkpoint at {env_steps} env steps...')
+        runner.env_steps = env_steps
+        _save_checkpoint(out, progs, state, key, runner, meta, csv_log,
+                         wall=runner.wall_time + time.time() - t0,
+                         save_replay=save_replay, keep=keep)
+        progress.update(env_steps, progress.rate(env_steps), runner.last_eval)
+  finally:
+    progress.close()
+    if board:
+      board.close()
+  wall = time.time() - t0
+  final = RunResult(eval_return=_nan(runner.last_eval),
+                    eval_return_std=_nan(runner.last_eval_std),
+                    env_steps=env_steps, sps=sps,
+                    wall_time=runner.wall_time + wall, out=out,
+                    resumed_from=resumed_from)
+  if verbose:
+    print(final_line(final), flush=True)
+  return final
+
+
+def _save_checkpoint(out, progs, state, key, runner: _Runner, meta, csv_log,
+                     *, wall: float, save_replay: bool, keep: int) -> None:
+  jax.block_until_ready(state)  # Host physics is read after the program ran.
+  saved = dataclasses.replace(runner, csv_rows=csv_log.rows,
+                              csv_columns=csv_log.columns, wall_time=wall)
+  ckpt_meta = {'run': json.loads(json.dumps(_run_identity(meta))),
+               'runner': saved.to_json(),
+               'replay_saved': bool(save_replay
+                                    and not progs.recipe.on_policy)}
+  from roxie import __version__  # pylint: disable=g-import-not-at-top
+  ckpt_meta['roxie_version'] = __version__
+  ckpt_lib.save(out, runner.env_steps,
+                _items(progs, state, key, save_replay), meta=ckpt_meta,
+                keep=keep)
+  save_agent_state(os.path.join(out, STATE_FILE), state.agent)
+
+
+def _count_rows(path: str) -> int:
+  if not os.path.exists(path):
+    return 0
+  with open(path) as f:
+    return max(0, sum(1 for _ in f) - 1)
+
+
+def _saved_total(run_dir: str) -> Optional[int]:
+  try:
+    with open(os.path.join(run_dir, CONFIG_FILE)) as f:
+      return json.load(f).get('steps')
+  except (OSError, ValueError):
+    return None
+
+
+def _nan(x: Optional[float]) -> float:
+  return float('nan') if x is None else float(x)
+
+
+def final_line(result: RunResult) -> str:
+  return (f'final eval_return={result.eval_return:.1f} '
+          f'env_steps={result.env_steps} sps={result.sps:.0f}')
+
+
+# --- evaluation of saved runs ----------------------------------------------------------
+
+
+def load_run_agent_state(run_dir: str, template):
+  """A run's trained agent state: its latest checkpoint's, else agent_state.npz.
+
+  Args:
+    run_dir: a run directory.
+    template: the agent state's structure (e.g. `jax.eval_shape` of
+      `recipe.init`).
+
+  Raises:
+    FileNotFoundError: the run has neither.
+    roxie.checkpoint.CheckpointError / ValueError: unreadable or not fitting.
+  """
+  path = ckpt_lib.latest(run_dir)
+  if path is None:
+    return load_agent_state(os.path.join(run_dir, STATE_FILE), template)
+  items, _ = ckpt_lib.restore(path, {'agent': template})
+  return jax.tree.map(jnp.asarray, items['agent'])
+
+
 def evaluate_run(run_dir: str, *, episodes: int = 10, backend: Optional[str] = None,
                  seed: int = 0) -> loops.EvalResult:
-  """Re-evaluates the saved policy of a run (on either backend)."""
+  """Re-evaluates the policy of a run's latest checkpoint (on either backend)."""
   meta, module, cfg = load_run(run_dir)
   backend = backend or meta['backend']
   env = envs.make(meta['task'], backend=backend, num_envs=episodes,
@@ -242,7 +923,6 @@ def evaluate_run(run_dir: str, *, episodes: int = 10, backend: Optional[str] = N
   recipe = module.make(cfg, env.spec)
   template = jax.eval_shape(lambda k: recipe.init(k, env.spec),
                             jax.random.PRNGKey(0))
-  template = jax.tree.map(lambda s: np.zeros(s.shape, s.dtype), template)
-  agent_state = load_agent_state(os.path.join(run_dir, STATE_FILE), template)
+  agent_state = load_run_agent_state(run_dir, template)
   evaluate = loops.make_evaluator(recipe, env)
   return jax.device_get(evaluate(agent_state, jax.random.PRNGKey(seed)))

@@ -74,8 +74,9 @@ def test_tiny_training_run_writes_metrics_and_can_be_re_evaluated(
   code, out, _ = _run(capsys, 'eval', '--run', str(out_dir), '--episodes', '2')
   assert code == 0
   assert out.startswith('eval_return=')
-  # A truncated state file is reported, not crashed on.
-  state = out_dir / 'agent_state.npz'
-  state.write_bytes(state.read_bytes()[:100])
+  # eval reads the latest checkpoint; a truncated one is reported, not
+  # crashed on.
+  meta = out_dir / 'checkpoints' / 'step_000000000400' / 'meta.json'
+  meta.write_bytes(meta.read_bytes()[:100])
   code, _, err = _run(capsys, 'eval', '--run', str(out_dir), '--episodes', '2')
   assert code == 2 and 'unreadable' in err
