@@ -107,6 +107,8 @@ def make(config: Config, spec: EnvSpec) -> Recipe:
   horizon = 1. / (1. - c.discount)
   v_min = c.v_min if c.v_min is not None else -0.05 * horizon
   v_max = c.v_max if c.v_max is not None else 1.2 * horizon
+  if not v_min < v_max:
+    raise ValueError(f'Need v_min < v_max, got {v_min} and {v_max}.')
   actor_opt = _optimizer(c.actor_lr, c.max_grad_norm)
   critic_opt = _optimizer(c.critic_lr, c.max_grad_norm)
   noise_std = buffers.linear_schedule(c.noise_start, c.noise_end,

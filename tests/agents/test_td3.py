@@ -162,8 +162,8 @@ def test_learns_cartpole_balance():
   # 119 +- 15 (best episode 170), zero actions 137 +- 18; a balancing policy
   # gets ~195-200. The threshold is far above a 10-episode random mean.
   result = run.train(
-      'td3', 'CartpoleBalance', steps=8_000, num_envs=8, eval_episodes=10,
-      eval_every=8_000, env_options={'episode_length': 200}, verbose=False,
+      'td3', 'CartpoleBalance', steps=12_000, num_envs=8, eval_episodes=10,
+      eval_every=12_000, env_options={'episode_length': 200}, verbose=False,
       out=None, overrides={'hidden_sizes': (64, 64), 'actor_lr': 1e-3,
                            'critic_lr': 1e-3, 'warmup_steps': 1_000})
   print(f'td3 CartpoleBalance eval_return={result.eval_return:.1f}')
