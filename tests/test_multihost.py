@@ -1,0 +1,158 @@
+"""The data-parallel loop across processes: `jax.distributed` on localhost.
+
+Each test launches N worker processes (this file run as a script), which
+join one JAX job through `roxie.distributed.initialize` (the coordinator on a
+free localhost port, gloo CPU collectives), build a mesh over every
+process's CPU devices and run the same sharded compiled loop. Each reports a
+digest of its replicated agent state; they must agree with each other and
+with one process holding all the devices.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import test_sharding as ts  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+
+def _free_port() -> int:
+  with socket.socket() as s:
+    s.bind(('127.0.0.1', 0))
+    return s.getsockname()[1]
+
+
+def _launch(num_processes: int, local_devices: int, scenario: str,
+            timeout: float = 240) -> list:
+  port = _free_port()
+  env = ts.worker_environ(local_devices)
+  procs = [subprocess.Popen(
+      [sys.executable, os.path.abspath(__file__), scenario, str(port),
+       str(num_processes), str(i), str(local_devices)],
+      env=env, cwd=ts.ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+      text=True) for i in range(num_processes)]
+  deadline = time.time() + timeout
+  outs = []
+  try:
+    for p in procs:
+      out, err = p.communicate(timeout=max(1.0, deadline - time.time()))
+      outs.append((p.returncode, out, err))
+  finally:
+    for p in procs:
+      if p.poll() is None:
+        p.kill()
+        p.wait()
+  for i, (rc, out, err) in enumerate(outs):
+    assert rc == 0, f'process {i} failed:\n{out[-3000:]}\n{err[-6000:]}'
+  return [ts.parse_result(out) for _, out, _ in outs]
+
+
+def test_two_processes_stay_in_sync():
+  # Two processes of two CPU devices each: a 4-device mesh, two shards (and
+  # two native simulation batches) per process, gloo between processes.
+  local_devices = 2
+  results = _launch(2, local_devices, 'loop')
+  a, b = results
+  assert a['process_count'] == b['process_count'] == 2
+  assert a['global_devices'] == b['global_devices'] == 2 * local_devices
+  assert a['local_devices'] == local_devices
+  for name in ('integrator', 'native'):
+    # Identical replicated parameters in both processes, after learning.
+    assert a[name]['agent'] == b[name]['agent'], (a, b)
+    assert a[name]['updates'] == 2 * 20 - 1
+    assert a[name]['moved'] > 1e-3
+    # Episode statistics are global (all processes' envs): the same in both.
+    assert a[name]['completed'] == b[name]['completed'] > 0
+  # Each process drives only its own shards' native simulations.
+  assert a['native']['own_batches'] == local_devices
+  # The same job in one process holding all four devices: the same
+  # parameters, up to the summation order of the all-reduce (in-process vs
+  # gloo).
+  single = _launch(1, 2 * local_devices, 'integrator')[0]
+  np.testing.assert_allclose(single['integrator']['params'],
+                             a['integrator']['params'], rtol=1e-5, atol=1e-6)
+  assert single['integrator']['completed'] == a['integrator']['completed']
+
+
+# -- worker --------------------------------------------------------------------
+
+
+def _loop(env, recipe, mesh, iterations=20, calls=2):
+  import jax  # pylint: disable=g-import-not-at-top
+  from roxie import distributed, loops  # pylint: disable=g-import-not-at-top
+  init, run = loops.make_compiled_loop(recipe, env, iterations=iterations,
+                                       mesh=mesh)
+  state = init(jax.random.PRNGKey(7))
+  start = distributed.local_copy(state.agent)
+  start = jax.tree.map(lambda x: x.copy(), start)
+  updates = completed = 0
+  for _ in range(calls):
+    state, out = run(state)
+    out = jax.device_get(distributed.local_copy(out))
+    updates += int(out.updates)
+    completed += int(out.stats.completed)
+  params = [float(v) for v in np.concatenate([
+      np.ravel(x) for x in jax.tree.leaves(
+          distributed.local_copy(state.agent['model']))])]
+  return {'agent': ts.digest(state.agent), 'params': params,
+          'updates': updates,
+          'completed': completed,
+          'moved': ts.max_diff(start, state.agent)}
+
+
+def _log(msg):
+  print(f'[{time.time() - _T0:6.1f}s] {msg}', file=sys.stderr, flush=True)
+
+
+_T0 = time.time()
+
+
+def worker(argv):
+  scenario, port, num_processes, process_id, local_devices = argv
+  num_processes, local_devices = int(num_processes), int(local_devices)
+  import jax  # pylint: disable=g-import-not-at-top
+  jax.config.update('jax_num_cpu_devices', local_devices)
+  from roxie import distributed  # pylint: disable=g-import-not-at-top
+  if num_processes > 1:
+    distributed.initialize(f'127.0.0.1:{port}', num_processes,
+                           int(process_id))
+  _log('initialized')
+  jax.config.update('jax_numpy_rank_promotion', 'raise')
+  assert scenario in ('loop', 'integrator')
+  mesh = distributed.make_mesh()
+  result = {'process_count': jax.process_count(),
+            'global_devices': len(jax.devices()),
+            'local_devices': len(jax.local_devices())}
+  d = len(jax.devices())
+  env = ts.Integrator(num_envs=2 * d)
+  recipe = ts.linear_recipe(env.spec, batch_size=2 * d, capacity=64 * d)
+  result['integrator'] = _loop(env, recipe, mesh)
+  _log('integrator loop done')
+  if scenario == 'loop':
+    _native(result, mesh, d)
+  print(ts.RESULT + json.dumps(result), flush=True)
+  if num_processes > 1:
+    jax.distributed.shutdown()
+  _log('shut down')
+
+
+def _native(result, mesh, d):
+  from roxie import distributed  # pylint: disable=g-import-not-at-top
+  native = distributed.make_sharded_env(
+      'PendulumSwingup', mesh=mesh, num_envs=2 * d, episode_length=10)
+  recipe = ts.linear_recipe(native.spec, batch_size=2 * d, capacity=64 * d)
+  result['native'] = _loop(native, recipe, mesh)
+  result['native']['own_batches'] = len(native.local.physics.parts)
+  _log('native loop done')
+
+
+if __name__ == '__main__':
+  worker(sys.argv[1:])
