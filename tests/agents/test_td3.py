@@ -165,6 +165,7 @@ def test_learns_cartpole_balance():
       'td3', 'CartpoleBalance', steps=12_000, num_envs=8, eval_episodes=10,
       eval_every=12_000, env_options={'episode_length': 200}, verbose=False,
       out=None, overrides={'hidden_sizes': (64, 64), 'actor_lr': 1e-3,
-                           'critic_lr': 1e-3, 'warmup_steps': 1_000})
+                           'critic_lr': 1e-3, 'batch_size': 128,
+                           'updates_per_iteration': 8, 'warmup_steps': 1_000})
   print(f'td3 CartpoleBalance eval_return={result.eval_return:.1f}')
   assert result.eval_return > 160.
