@@ -58,6 +58,7 @@ import numpy as np
 
 from roxie import checkpoint as ckpt_lib
 from roxie import config as config_lib
+from roxie import distributed
 from roxie import envs
 from roxie import loops
 
@@ -456,16 +457,22 @@ def _programs(meta: Mapping[str, Any]) -> _Programs:
   nothing carries over between runs; runs sharing programs must not train
   at the same time (they share host physics).
   """
-  key = json.dumps({k: meta.get(k) for k in RUN_FIELDS if k != 'seed'},
-                   sort_keys=True, default=str)
+  key = json.dumps({k: meta.get(k) for k in RUN_FIELDS + ('num_devices',)
+                    if k != 'seed'}, sort_keys=True, default=str)
   cached = _PROGRAMS.get(key)
   if cached is not None:
     return cached
   module = _agent_module(meta['agent'])
   cfg = config_lib.from_dict(module.Config, meta['config'])
   env_options = dict(meta.get('env_options') or {})
-  env = envs.make(meta['task'], backend=meta['backend'],
-                  num_envs=meta['num_envs'], **env_options)
+  num_devices = int(meta.get('num_devices') or 1)
+  if num_devices > 1:  # Data-parallel: envs and replay split per device.
+    env = distributed.make_sharded_env(
+        meta['task'], mesh=distributed.make_mesh(num_devices),
+        backend=meta['backend'], num_envs=meta['num_envs'], **env_options)
+  else:
+    env = envs.make(meta['task'], backend=meta['backend'],
+                    num_envs=meta['num_envs'], **env_options)
   eval_env = envs.make(meta['task'], backend=meta['backend'],
                        num_envs=meta['eval_episodes'], **env_options)
   recipe = module.make(cfg, env.spec)
@@ -584,7 +591,7 @@ def _load_checkpoint(path: str, progs: _Programs, meta: Mapping[str, Any],
     replay = jax.tree.map(lambda s: np.zeros(s.shape, s.dtype), shapes.replay)
   loop_item = items['loop']
   state = loop_item['state']._replace(agent=items['agent'], replay=replay)
-  state = jax.device_put(state)
+  state = distributed.put_like(state, shapes)  # As the program lays it out.
   if _has_host_state(progs.env):
     progs.env.set_host_state(loop_item['host_physics'])
   return state, jnp.asarray(loop_item['runner_key']), runner, replay_restored
@@ -621,7 +628,8 @@ def train(agent: str = 'sac', task: str = DEFAULT_TASK, *, backend: str = 'cpu',
           verbose: bool = True, env_options: Optional[Mapping[str, Any]] = None,
           checkpoint_every: Optional[int] = None,
           keep_checkpoints: int = DEFAULT_KEEP_CHECKPOINTS,
-          save_replay: bool = True, tensorboard: bool = False) -> RunResult:
+          save_replay: bool = True, tensorboard: bool = False,
+          num_devices: Optional[int] = None) -> RunResult:
   """Trains `agent` on `task`; returns the final evaluation.
 
   Args:
@@ -644,6 +652,9 @@ def train(agent: str = 'sac', task: str = DEFAULT_TASK, *, backend: str = 'cpu',
     save_replay: include the replay buffer in checkpoints (needed for an
       exact resume of off-policy agents).
     tensorboard: also write TensorBoard event files (needs tensorboardX).
+    num_devices: train data-parallel over this many devices (num_envs and
+      the batch size must be multiples of it; see `roxie.distributed`).
+      Default: 1, or every device of a multi-process job.
 
   Raises:
     FileExistsError: `out` already holds a run.
@@ -659,6 +670,10 @@ def train(agent: str = 'sac', task: str = DEFAULT_TASK, *, backend: str = 'cpu',
         f'`roxie train --resume {out}` or choose another directory.')
   meta = _new_run_meta(agent, task, backend, num_envs, steps, seed, overrides,
                        eval_every, eval_episodes, env_options, checkpoint_every)
+  meta['num_devices'] = distributed.default_num_devices(num_devices)
+  if meta['num_envs'] % meta['num_devices']:
+    raise ValueError(f"num_envs ({meta['num_envs']}) must be a multiple of "
+                     f"num_devices ({meta['num_devices']}).")
   with _run_lock(out):
     if out:
       _write_json(os.path.join(out, CONFIG_FILE), meta)
@@ -771,7 +786,10 @@ def _train(meta: Dict[str, Any], out: Optional[str], *, resume: bool,
 
   progress = _Progress(total, runner.env_steps, verbose)
   for note in notes:
-    progress.log(note)
+    if note.startswith('warning:'):  # Shown even when quiet.
+      print(f'roxie: {note}', file=sys.stderr, flush=True)
+    else:
+      progress.log(note)
   if runner.env_steps >= total:
     progress.log(f'nothing to do: {out} is at {runner.env_steps} env steps '
                  f'and its total is {total} (pass a larger --steps to '
@@ -796,6 +814,7 @@ def _train(meta: Dict[str, Any], out: Optional[str], *, resume: bool,
   try:
     while env_steps < total:
       state, output = progs.run(state)
+      output = distributed.local_copy(output)  # No-op on one device.
       prev, env_steps = env_steps, env_steps + per_call
       stats = jax.device_get(output.stats)
       if stats.completed > 0:
@@ -807,7 +826,8 @@ def _train(meta: Dict[str, Any], out: Optional[str], *, resume: bool,
       if env_steps >= runner.next_eval or finished:
         runner.next_eval += eval_every
         key, k_eval = jax.random.split(key)
-        result = jax.device_get(progs.evaluate(state.agent, k_eval))
+        result = jax.device_get(progs.evaluate(
+            distributed.local_copy(state.agent), k_eval))
         runner.last_eval = float(result.mean)
         runner.last_eval_std = float(result.std)
         metrics = {k: float(v)

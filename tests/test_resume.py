@@ -141,8 +141,7 @@ def test_resume_without_replay_starts_empty_and_can_extend(tmp_path, capsys):
   assert 'replay' not in ckpt.read_meta(path)['items']
   result = run_lib.resume(str(run_a), steps=120, verbose=True,
                           save_replay=False)
-  out = capsys.readouterr().out
-  assert 'EMPTY replay' in out
+  assert 'EMPTY replay' in capsys.readouterr().err
   assert result.env_steps == 120
   assert [int(r['env_steps']) for r in read_rows(run_a)] == [40, 80, 120]
   meta, _, _ = run_lib.load_run(str(run_a))
