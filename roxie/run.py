@@ -821,7 +821,8 @@ def _train(meta: Dict[str, Any], out: Optional[str], *, resume: bool,
         runner.train_return = float(stats.completed_return / stats.completed)
       elapsed = time.time() - t0
       sps = (env_steps - start_steps) / max(elapsed, 1e-9)
-      progress.update(env_steps, progress.rate(env_steps), runner.last_eval)
+      rate = progress.rate(env_steps)
+      progress.update(env_steps, rate, runner.last_eval)
       finished = env_steps >= total
       if env_steps >= runner.next_eval or finished:
         runner.next_eval += eval_every
@@ -854,7 +855,7 @@ def _train(meta: Dict[str, Any], out: Optional[str], *, resume: bool,
         _save_checkpoint(out, progs, state, key, runner, meta, csv_log,
                          wall=runner.wall_time + time.time() - t0,
                          save_replay=save_replay, keep=keep)
-        progress.update(env_steps, progress.rate(env_steps), runner.last_eval)
+        progress.update(env_steps, rate, runner.last_eval)
   finally:
     progress.close()
     if board:
