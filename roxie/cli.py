@@ -59,6 +59,18 @@ def _parser() -> argparse.ArgumentParser:
   t.add_argument('--tensorboard', action='store_true',
                  help="also write TensorBoard event files to DIR/tensorboard "
                  "(needs roxie[tensorboard])")
+  t.add_argument('--num-devices', type=int, default=None, metavar='N',
+                 help='train data-parallel over N devices (envs and replay '
+                 'split per device, gradients averaged; on CPU the host is '
+                 'split into N devices). Default: 1, or all devices of a '
+                 'multi-process job')
+  t.add_argument('--coordinator', default=None, metavar='HOST:PORT',
+                 help='multi-process (multi-host) training: the address of '
+                 'process 0, the same in every process')
+  t.add_argument('--num-processes', type=int, default=None,
+                 help='processes in the multi-process job')
+  t.add_argument('--process-id', type=int, default=None,
+                 help="this process's index in the job (0 .. N - 1)")
   t.add_argument('--quiet', action='store_true')
 
   e = sub.add_parser('eval', help="re-evaluate a finished run's policy")
@@ -130,10 +142,14 @@ def _train_command(args: argparse.Namespace) -> int:
   from roxie.agents import DEFAULT_AGENT  # pylint: disable=g-import-not-at-top
 
   for name in ('num_envs', 'steps', 'eval_every', 'eval_episodes',
-               'episode_length', 'checkpoint_every', 'keep_checkpoints'):
+               'episode_length', 'checkpoint_every', 'keep_checkpoints',
+               'num_devices', 'num_processes'):
     value = getattr(args, name)
     if value is not None and value < 1:
       return _fail(f'--{name.replace("_", "-")} must be >= 1, got {value}.')
+  multi, error = _multi_process(args)
+  if error is not None:
+    return error
   try:
     overrides = config_lib.parse_overrides(args.overrides)
   except config_lib.ConfigError as e:
@@ -167,12 +183,19 @@ def _train_command(args: argparse.Namespace) -> int:
           'env_options': env_options, 'overrides': overrides or None})
     except (FileNotFoundError, KeyError, ValueError) as e:
       return _fail(e.args[0] if isinstance(e, KeyError) else str(e))
+    saved_devices = int(meta.get('num_devices') or 1)
+    if args.num_devices and args.num_devices != saved_devices:
+      diffs.append(f'num_devices: the run has {saved_devices}, asked for '
+                   f'{args.num_devices}')
     if diffs:
       return _fail(
           f'--resume continues {out} with its saved settings, and these '
           'options would change the run:\n  ' + '\n  '.join(diffs) +
           '\nDrop them (only --steps may change, to extend the total) or '
           'start a new run with --out.')
+    if saved_devices > 1:
+      from roxie import distributed  # pylint: disable=g-import-not-at-top
+      distributed.setup(saved_devices)
     try:
       result = run_lib.resume(out, steps=args.steps, **common)
     except refused as e:
@@ -186,19 +209,55 @@ def _train_command(args: argparse.Namespace) -> int:
       envs.get_task(task)
     except (config_lib.ConfigError, KeyError) as e:
       return _fail(e.args[0] if isinstance(e, KeyError) else str(e))
-    out = args.out or _default_out(agent, task, seed)
+    num_envs = args.num_envs or run_lib.resolve_config(
+        agent, overrides)[1].num_envs
+    if args.num_devices and num_envs % args.num_devices:
+      return _fail(f'the number of envs ({num_envs}) must be a multiple of '
+                   f'--num-devices ({args.num_devices}).')
+    # A multi-process job writes no run directory (yet): its loop state is
+    # sharded across processes, which checkpoints do not cover.
+    out = None if multi else (args.out or _default_out(agent, task, seed))
+    from roxie import distributed  # pylint: disable=g-import-not-at-top
+    try:  # Before anything starts JAX: CPU devices, the multi-process job.
+      distributed.setup(args.num_devices, coordinator_address=args.coordinator,
+                        num_processes=args.num_processes,
+                        process_id=args.process_id)
+    except ValueError as e:
+      return _fail(str(e))
+    if multi and args.process_id:  # Only process 0 reports.
+      common['verbose'] = False
     try:
       result = run_lib.train(
           agent, task, backend=args.backend or 'cpu', num_envs=args.num_envs,
           steps=args.steps, seed=seed, out=out, overrides=overrides,
           eval_every=args.eval_every, eval_episodes=args.eval_episodes or 10,
-          env_options=env_options, **common)
+          env_options=env_options, num_devices=args.num_devices, **common)
     except refused as e:
       return _fail(str(e))
-  if args.quiet:  # train() prints the final line itself when not quiet.
+  if args.quiet and not (multi and args.process_id):
     print(run_lib.final_line(result), flush=True)
-  print(f'run saved to {out}')
+  if out:
+    print(f'run saved to {out}')
   return 0
+
+
+def _multi_process(args: argparse.Namespace):
+  """(whether this is a multi-process job, an exit code if the flags are bad)."""
+  given = [args.coordinator is not None, args.num_processes is not None,
+           args.process_id is not None]
+  if not any(given):
+    return False, None
+  if not all(given):
+    return True, _fail('multi-process training needs --coordinator, '
+                       '--num-processes and --process-id together.')
+  if not 0 <= args.process_id < args.num_processes:
+    return True, _fail(f'--process-id must be in 0 .. '
+                       f'{args.num_processes - 1}, got {args.process_id}.')
+  if args.resume or args.out:
+    return True, _fail('a multi-process job writes no run directory yet (its '
+                       'state is sharded across processes): drop --out and '
+                       '--resume.')
+  return True, None
 
 
 if __name__ == '__main__':

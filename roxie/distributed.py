@@ -82,6 +82,49 @@ def make_mesh(num_devices: Optional[int] = None, *,
   return Mesh(np.asarray(devices[:n]), (axis_name,))
 
 
+def request_cpu_devices(n: int) -> bool:
+  """Splits this process's CPU into `n` XLA devices, if JAX has not started.
+
+  Affects only the CPU platform (the default where no accelerator is
+  installed). Returns whether the setting was applied.
+  """
+  from jax._src import xla_bridge  # pylint: disable=g-import-not-at-top
+  if n <= 1 or xla_bridge.backends_are_initialized():
+    return False
+  if jax.config.jax_num_cpu_devices >= n:
+    return True
+  jax.config.update('jax_num_cpu_devices', int(n))
+  return True
+
+
+def setup(num_devices: Optional[int] = None, *,
+          coordinator_address: Optional[str] = None,
+          num_processes: Optional[int] = None,
+          process_id: Optional[int] = None) -> None:
+  """What `roxie train` does before anything else touches JAX.
+
+  Joins the multi-process job if `coordinator_address` is given, and on CPU
+  asks for enough devices for `num_devices` (all processes together, split
+  evenly between them).
+  """
+  procs = int(num_processes or 1)
+  if num_devices and num_devices > 1:
+    if num_devices % procs:
+      raise ValueError(f'--num-devices ({num_devices}) must be a multiple of '
+                       f'--num-processes ({procs}).')
+    request_cpu_devices(num_devices // procs)
+  if coordinator_address:
+    initialize(coordinator_address, procs, process_id)
+
+
+def default_num_devices(num_devices: Optional[int] = None) -> int:
+  """`num_devices`, or by default 1 in one process and every device of a
+  multi-process job (each process must own part of the mesh)."""
+  if num_devices:
+    return int(num_devices)
+  return len(jax.devices()) if jax.process_count() > 1 else 1
+
+
 def mesh_axis(mesh: Mesh) -> str:
   """The name of a 1-D mesh's axis (raises for other meshes)."""
   if len(mesh.axis_names) != 1:
@@ -131,6 +174,16 @@ def local_copy(tree: Any) -> Any:
   return jax.tree.map(one, tree)
 
 
+def put_like(tree: Any, shapes: Any) -> Any:
+  """Host arrays placed as `shapes` (from `jax.eval_shape` of a jitted
+  program, e.g. the loop's `init`) lays them out; default placement where
+  they carry no sharding. A restored sharded loop state placed this way does
+  not make `run` compile a second program."""
+  return jax.tree.map(
+      lambda x, s: jax.device_put(x, getattr(s, 'sharding', None)), tree,
+      shapes)
+
+
 # -- environments --------------------------------------------------------------
 
 
@@ -154,6 +207,27 @@ class ShardedEnv:
   @property
   def num_shards(self) -> int:
     return int(self.mesh.devices.size)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class ShardedNativeEnv(ShardedEnv):
+  """A `ShardedEnv` on the native backend, with host state access.
+
+  `get_host_state` / `set_host_state` cover this process's shards
+  ([local shards, B / D, S] float64); call them between jitted calls.
+  """
+
+  def get_host_state(self) -> np.ndarray:
+    return self.local.physics.get_host_state()
+
+  def set_host_state(self, rows: np.ndarray) -> None:
+    self.local.physics.set_host_state(rows)
+
+
+def _sharded(spec, num_envs: int, mesh: Mesh, local) -> ShardedEnv:
+  native = isinstance(getattr(local, 'physics', None), _ShardLocalPhysics)
+  cls = ShardedNativeEnv if native else ShardedEnv
+  return cls(spec=spec, num_envs=int(num_envs), mesh=mesh, local=local)
 
 
 class _ShardLocalPhysics:
@@ -187,6 +261,18 @@ class _ShardLocalPhysics:
 
   def reset(self, state, mask, qpos, qvel):
     return self._call('reset', state, mask, qpos, qvel)
+
+  def get_host_state(self) -> np.ndarray:
+    """This process's shards' physics states, [local shards, B / D, S]."""
+    return np.stack([p.get_host_state() for p in self.parts])
+
+  def set_host_state(self, rows: np.ndarray) -> None:
+    rows = np.asarray(rows)
+    if rows.shape[0] != len(self.parts):
+      raise ValueError(f'Expected host state for {len(self.parts)} shards, '
+                       f'got {rows.shape[0]}.')
+    for p, r in zip(self.parts, rows):
+      p.set_host_state(r)
 
 
 def _local_env(env, mesh: Mesh, nthread: Optional[int]):
@@ -239,8 +325,7 @@ def shard_env(env, mesh: Mesh, *, nthread: Optional[int] = None) -> ShardedEnv:
   if isinstance(env, ShardedEnv):
     return env
   mesh_axis(mesh)
-  return ShardedEnv(spec=env.spec, num_envs=int(env.num_envs), mesh=mesh,
-                    local=_local_env(env, mesh, nthread))
+  return _sharded(env.spec, env.num_envs, mesh, _local_env(env, mesh, nthread))
 
 
 def make_sharded_env(task, *, mesh: Mesh, num_envs: int, backend: str = 'cpu',
@@ -259,8 +344,7 @@ def make_sharded_env(task, *, mesh: Mesh, num_envs: int, backend: str = 'cpu',
       1 if backend == 'cpu' else None), **options)
   local = _local_env(dataclasses.replace(template, num_envs=int(num_envs)),
                      mesh, nthread)
-  return ShardedEnv(spec=template.spec, num_envs=int(num_envs), mesh=mesh,
-                    local=local)
+  return _sharded(template.spec, num_envs, mesh, local)
 
 
 # -- updates -------------------------------------------------------------------

@@ -262,6 +262,9 @@ def test_data_parallel_update_equals_one_device_on_the_whole_batch(devices):
   assert r['replicated'], r
   assert r['collectives']['all-reduce'] > 0, r
   assert r['collectives']['all-gather'] == 0, r
+  if devices == 2:  # PPO (on-policy): a [T, B] rollout split over B.
+    assert r['ppo_moved'] > 1e-4
+    assert r['ppo_distinct'] < 1e-5, r
 
 
 @pytest.mark.slow  # ~1 min on 2 busy cores: SAC's compile.
@@ -293,6 +296,18 @@ def test_native_shards_drive_their_own_simulations():
                              r['solo_completed_return'], rtol=1e-6)
   assert r['updates'] == 59, r  # Replay can sample from the second step on.
   assert r['uneven_error'], r
+
+
+@pytest.mark.slow  # ~1 min on 2 busy cores: compiling MJX twice.
+def test_mjx_shards_match_separate_envs():
+  r = run_worker('mjx', 2, timeout=600)
+  # Pure-JAX physics under shard_map: the same trajectories as separate
+  # 2-env MJX envs (up to XLA's float reassociation between programs).
+  assert max(r['shard_trajectory_diff']) < 1e-4, r
+  assert r['completed'] == r['solo_completed'] == 4 * 60 // 20, r
+  np.testing.assert_allclose(r['completed_return'],
+                             r['solo_completed_return'], rtol=1e-4)
+  assert r['updates'] == 59, r
 
 
 # -- worker scenarios ----------------------------------------------------------
@@ -347,7 +362,40 @@ def scenario_update(devices: int) -> dict:
       out['collectives'] = collectives(
           many.lower(agent_rep, _put(tiled, mesh, row), key).compile()
           .as_text())
+  if devices == 2:  # PPO's compile is slow; its sharding is the same at 4.
+    out['ppo_distinct'], out['ppo_moved'] = _ppo_update(devices, mesh, spec)
   return out
+
+
+def _ppo_update(devices, mesh, spec):
+  """PPO's update on a [T, B] rollout sharded over B vs on one device."""
+  from roxie.agents import ppo  # pylint: disable=g-import-not-at-top
+  from roxie.types import Rollout  # pylint: disable=g-import-not-at-top
+  t, b = 4, 2 * devices
+  recipe = ppo.make(ppo.Config(num_envs=b, rollout_length=t, num_epochs=2,
+                               num_minibatches=2, hidden_sizes=(16,)), spec)
+  agent = recipe.init(jax.random.PRNGKey(0), spec)
+  rng = np.random.default_rng(1)
+  obs = rng.normal(size=(t, b, 3)).astype(np.float32)
+  action, extras = jax.vmap(lambda o, k: recipe.act(agent, o, k))(
+      obs, jax.random.split(jax.random.PRNGKey(2), t))
+  rollout = Rollout(
+      obs=obs, action=np.asarray(action), reward=rng.normal(
+          size=(t, b)).astype(np.float32),
+      terminated=np.zeros((t, b), bool), truncated=rng.random((t, b)) < 0.2,
+      final_obs=rng.normal(size=(t, b, 3)).astype(np.float32),
+      extras=jax.tree.map(np.asarray, extras),
+      last_obs=rng.normal(size=(b, 3)).astype(np.float32))
+  by_env = jax.sharding.PartitionSpec(None, 'data')
+  specs = Rollout(*([by_env] * 7), last_obs=jax.sharding.PartitionSpec(
+      'data'))
+  key = jax.random.PRNGKey(3)
+  one = jax.jit(recipe.update)(agent, rollout, key)[0]
+  many = jax.jit(distributed.data_parallel_update(recipe.update, mesh, specs))(
+      _put(agent, mesh, jax.sharding.PartitionSpec()),
+      jax.tree.map(lambda x, sp: _put(x, mesh, sp), rollout, specs,
+                   is_leaf=lambda x: isinstance(x, dict)), key)[0]
+  return max_diff(one, many), max_diff(one, agent)
 
 
 def scenario_learn(devices: int) -> dict:
@@ -372,18 +420,20 @@ def scenario_learn(devices: int) -> dict:
   return out
 
 
-def scenario_native(devices: int) -> dict:
+def scenario_native(devices: int, backend: str = 'cpu') -> dict:
   from roxie import envs  # pylint: disable=g-import-not-at-top
   mesh = distributed.make_mesh(devices)
   b, length, iters = 4, 20, 60
   out = {}
   t0 = time.time()
-  env = distributed.shard_env(
-      envs.make('PendulumSwingup', num_envs=b, episode_length=length), mesh)
-  parts = env.local.physics.parts
-  out['batches'] = len(parts)
-  out['batch_sizes'] = [p.num_envs for p in parts]
-  out['threads'] = [p.batch.nthread for p in parts]
+  env = distributed.make_sharded_env('PendulumSwingup', mesh=mesh,
+                                     backend=backend, num_envs=b,
+                                     episode_length=length)
+  if backend == 'cpu':
+    parts = env.local.physics.parts
+    out['batches'] = len(parts)
+    out['batch_sizes'] = [p.num_envs for p in parts]
+    out['threads'] = [p.batch.nthread for p in parts]
   recipe = linear_recipe(env.spec, batch_size=4, capacity=400)
   init, run = loops.make_compiled_loop(recipe, env, iterations=iters)
   key = jax.random.PRNGKey(5)
@@ -396,8 +446,8 @@ def scenario_native(devices: int) -> dict:
   # Each shard again, on its own unsharded native env of b / D envs reset with
   # that shard's key and driven by the same fixed policy.
   agent = distributed.local_copy(state.agent)
-  solo = envs.make('PendulumSwingup', num_envs=b // devices,
-                   episode_length=length)
+  solo = envs.make('PendulumSwingup', backend=backend,
+                   num_envs=b // devices, episode_length=length)
 
   @jax.jit
   def replay_shard(key):
@@ -429,7 +479,8 @@ def scenario_native(devices: int) -> dict:
 
 
 SCENARIOS = {'update': scenario_update, 'learn': scenario_learn,
-             'native': scenario_native}
+             'native': scenario_native,
+             'mjx': lambda d: scenario_native(d, backend='mjx')}
 
 
 def main(argv):

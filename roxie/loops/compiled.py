@@ -109,7 +109,7 @@ def make_compiled_loop(recipe: Recipe, env, *, iterations: int = 1,
     local_env, d, axis = env, 1, None
   else:
     sharded = distributed.shard_env(env, mesh)
-    if sharded.mesh is not mesh:
+    if sharded.mesh != mesh:
       raise ValueError('The ShardedEnv was built for another mesh.')
     local_env, d = sharded.local, sharded.num_shards
     axis = distributed.mesh_axis(mesh)
@@ -126,8 +126,9 @@ def make_compiled_loop(recipe: Recipe, env, *, iterations: int = 1,
     """`fn` on every device's shard (shard_map); `fn` itself without a mesh."""
     if mesh is None:
       return fn
-    # check_vma=False: callbacks inside (native physics) carry no
-    # varying-axis types; the replicated outputs are equal by construction.
+    # check_vma=False: `can_sample` is computed by every device from its own
+    # replay and returned as replicated (P()); it is equal everywhere by
+    # construction, which the varying-axes type check cannot see.
     return jax.shard_map(fn, mesh=mesh, in_specs=in_specs,
                          out_specs=out_specs, check_vma=False)
 
