@@ -442,6 +442,9 @@ class _Programs:
   evaluate: Any
   per_iter: int
   iterations: int
+  # The native CPU backend keeps its physics on the host, outside the loop
+  # state: checkpoints save it with env.get_host_state().
+  host_physics: bool
 
 
 _PROGRAMS: Dict[str, _Programs] = {}
@@ -483,15 +486,12 @@ def _programs(meta: Mapping[str, Any]) -> _Programs:
                     run=run, evaluate=evaluate,
                     per_iter=loops.env_steps_per_iteration(
                         recipe, meta['num_envs']),
-                    iterations=iterations)
+                    iterations=iterations,
+                    host_physics=meta['backend'] == 'cpu')
   while len(_PROGRAMS) >= _PROGRAMS_MAX:
     _PROGRAMS.pop(next(iter(_PROGRAMS)))
   _PROGRAMS[key] = progs
   return progs
-
-
-def _has_host_state(env) -> bool:
-  return callable(getattr(env, 'get_host_state', None))
 
 
 # --- checkpoints of a training run ----------------------------------------------------
@@ -527,7 +527,7 @@ def _items(progs: _Programs, state, runner_key, save_replay: bool):
   """The checkpoint items of a LoopState (host physics read now)."""
   loop_item = {'state': state._replace(agent=(), replay=()),
                'runner_key': runner_key}
-  if _has_host_state(progs.env):
+  if progs.host_physics:
     loop_item['host_physics'] = progs.env.get_host_state()
   replay = state.replay if (save_replay and not progs.recipe.on_policy) else None
   return {'agent': state.agent, 'loop': loop_item, 'replay': replay}
@@ -539,7 +539,7 @@ def _templates(progs: _Programs, seed_key):
   loop_item = {'state': shapes._replace(agent=(), replay=()),
                'runner_key': jax.ShapeDtypeStruct(seed_key.shape,
                                                   seed_key.dtype)}
-  if _has_host_state(progs.env):
+  if progs.host_physics:
     rows = progs.env.get_host_state()
     loop_item['host_physics'] = jax.ShapeDtypeStruct(rows.shape, rows.dtype)
   templates = {'agent': shapes.agent, 'loop': loop_item}
@@ -592,7 +592,7 @@ def _load_checkpoint(path: str, progs: _Programs, meta: Mapping[str, Any],
   loop_item = items['loop']
   state = loop_item['state']._replace(agent=items['agent'], replay=replay)
   state = distributed.put_like(state, shapes)  # As the program lays it out.
-  if _has_host_state(progs.env):
+  if progs.host_physics:
     progs.env.set_host_state(loop_item['host_physics'])
   return state, jnp.asarray(loop_item['runner_key']), runner, replay_restored
 
