@@ -8,9 +8,12 @@ For each task and env count, prints env steps/s of
            clipping, obs, reward, auto-reset;
   ratio    native / raw (target >= 0.95), by wall time; 'cpu-t ratio' the
            same by process CPU time (less disturbed by other load);
-  profile  per env step, where native's time goes: batch.step inside the
-           callback, the rest of the callback (copies, checks), and XLA between
-           callbacks (action mapping, task functions, resets);
+  profile  per env step (medians), where native's time goes: batch.step
+           inside the callback, the rest of the callback (copies, checks), and
+           between callbacks (XLA's work: action mapping, task functions,
+           resets; plus entering/leaving Python); 'prof ratio' is
+           physics / (physics + cb + between), the in-loop efficiency within
+           one run, which other load on a shared machine disturbs least;
   mjx      roxie.envs.make(task, backend='mjx') in the same scan, with its
            compile time (long for contact-rich models on CPU: 45-85 s).
 
@@ -193,6 +196,7 @@ def _profile(env, steps):
 def throughput(args):
   print(f'{"task":18s} {"B":>4s} {"raw/s":>10s} {"native/s":>10s} '
         f'{"ratio":>6s} {"cpu-t ratio":>11s} {"physics|cb|xla us":>19s} '
+        f'{"prof ratio":>10s} '
         f'{"cpu jit s":>9s} {"mjx/s":>9s} {"mjx jit s":>9s}')
   for name in args.tasks:
     task = _task(name)
@@ -219,6 +223,7 @@ def throughput(args):
       prof_s = '{:5.0f}|{:4.0f}|{:4.0f}'.format(*prof)
       print(f'{name:18s} {num_envs:4d} {raw:10,.0f} {native:10,.0f} '
             f'{native / raw:6.2f} {c_raw / c_native:11.2f} {prof_s:>19s} '
+            f'{prof[0] / prof.sum():10.2f} '
             f'{cpu_compile:9.1f} {mjx_rate:9,.0f} {mjx_compile:9.1f}',
             flush=True)
 
