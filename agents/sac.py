@@ -45,6 +45,11 @@ class Config:
   max_grad_norm: Optional[float] = None
   init_alpha: float = 0.1
   target_entropy: Optional[float] = None  # Default: -action_size.
+  # Control steps per decision (rewards summed; returns and env step counts
+  # still count every control step), the DeepMind Control benchmarks'
+  # device (PlaNet, DrQ). 4 makes `roxie train` reach CartpoleSwingup >= 800
+  # on 2 CPU cores in minutes; 1 is the suite's own decision rate.
+  action_repeat: int = 4
 
 
 class State(NamedTuple):

@@ -485,7 +485,7 @@ def _programs(meta: Mapping[str, Any]) -> _Programs:
   progs = _Programs(env=env, eval_env=eval_env, recipe=recipe, init=init,
                     run=run, evaluate=evaluate,
                     per_iter=loops.env_steps_per_iteration(
-                        recipe, meta['num_envs']),
+                        recipe, meta['num_envs']) * _action_repeat(env_options),
                     iterations=iterations,
                     host_physics=meta['backend'] == 'cpu')
   while len(_PROGRAMS) >= _PROGRAMS_MAX:
@@ -581,7 +581,12 @@ def _load_checkpoint(path: str, progs: _Programs, meta: Mapping[str, Any],
   _check_identity(path, (doc.get('meta') or {}).get('run'), meta)
   templates, shapes = _templates(progs, seed_key)
   items, doc = ckpt_lib.restore(path, templates, optional=('replay',))
-  runner = _Runner.from_json(doc['meta']['runner'])
+  try:
+    runner = _Runner.from_json(doc['meta']['runner'])
+  except (KeyError, TypeError, ValueError) as e:
+    raise ckpt_lib.CheckpointError(
+        f'Checkpoint {path} has no usable runner state in its '
+        f'{ckpt_lib.META_FILE} (not written by roxie train?): {e!r}') from None
   replay_restored = items.get('replay') is not None
   if progs.recipe.on_policy:
     replay = ()
@@ -600,16 +605,25 @@ def _load_checkpoint(path: str, progs: _Programs, meta: Mapping[str, Any],
 # --- training -----------------------------------------------------------------------
 
 
+def _action_repeat(env_options: Mapping[str, Any]) -> int:
+  """Control steps per agent step under these env options."""
+  return int(env_options.get('action_repeat', 1))
+
+
 def _new_run_meta(agent, task, backend, num_envs, steps, seed, overrides,
                   eval_every, eval_episodes, env_options, checkpoint_every):
   module, cfg = resolve_config(agent, overrides or {})
   num_envs = int(num_envs or cfg.num_envs)
   total = int(steps if steps is not None else cfg.total_steps)
   env_options = dict(env_options or {})
+  # A config may ask for an action repeat (SAC's CPU default does); an
+  # explicit env option wins. Env steps count control steps either way.
+  if getattr(cfg, 'action_repeat', 1) != 1:
+    env_options.setdefault('action_repeat', int(cfg.action_repeat))
   # The per-iteration step count needs the recipe, which needs the spec.
   spec_env = envs.make(task, backend=backend, num_envs=1, **env_options)
   per_iter = loops.env_steps_per_iteration(module.make(cfg, spec_env.spec),
-                                           num_envs)
+                                           num_envs) * _action_repeat(env_options)
   eval_every = int(eval_every or max(per_iter, total // 10))
   chunk = min(eval_every, int(checkpoint_every or eval_every))
   iterations = max(1, min(chunk // per_iter, _MAX_ITERATIONS_PER_CALL))

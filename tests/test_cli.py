@@ -55,7 +55,7 @@ def test_tiny_training_run_writes_metrics_and_can_be_re_evaluated(
   code, out, _ = _run(
       capsys, 'train', '--agent', 'sac', '--task', 'PendulumSwingup',
       '--steps', '400', '--num-envs', '2', '--eval-every', '200',
-      '--eval-episodes', '2', '--episode-length', '50', '--out', str(out_dir),
+      '--eval-episodes', '2', '--episode-length', '40', '--out', str(out_dir),
       '--set', 'warmup_steps=100', '--set', 'batch_size=32',
       '--set', 'hidden_sizes=16,16', '--quiet')
   assert code == 0

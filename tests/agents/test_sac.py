@@ -81,5 +81,6 @@ def test_sac_learns_cartpole_balance_beyond_random():
       'sac', 'CartpoleBalance', steps=12_000, num_envs=8, eval_episodes=4,
       env_options={'episode_length': 200}, verbose=False,
       overrides={'warmup_steps': 1_000, 'hidden_sizes': (64, 64),
-                 'batch_size': 128, 'updates_per_iteration': 8})
+                 'batch_size': 128, 'updates_per_iteration': 8,
+                 'action_repeat': 1})
   assert result.eval_return > 160.0, result
