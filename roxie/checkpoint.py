@@ -145,11 +145,17 @@ def _flatten(tree) -> Tuple[List[Tuple[str, Tuple[str, ...], Any]], Any]:
 def _leaf_spec(leaf) -> Tuple[str, Tuple[int, ...]]:
   """(dtype name, shape) as saved: typed PRNG keys are saved as key data."""
   if _is_key_array(leaf):
-    impl = str(jax.random.key_impl(leaf)) if not isinstance(
-        leaf, jax.ShapeDtypeStruct) else str(leaf.dtype)
     data_shape = jax.eval_shape(jax.random.key_data, leaf).shape
-    return f'key<{impl}>', tuple(data_shape)
+    return str(leaf.dtype), tuple(data_shape)  # e.g. 'key<fry>'
   return np.dtype(leaf.dtype).name, tuple(int(d) for d in leaf.shape)
+
+
+def _key_impl(leaf) -> str:
+  """The PRNG implementation's name of a key array or its ShapeDtypeStruct."""
+  try:
+    return str(jax.random.key_impl(leaf))
+  except TypeError:
+    return leaf.dtype._impl.name  # pylint: disable=protected-access
 
 
 def _describe(spec: Tuple[str, Sequence[int]]) -> str:
@@ -339,6 +345,16 @@ def read_meta(path: str) -> Dict[str, Any]:
     raise CheckpointError(
         f'Checkpoint {path} has format {doc.get("format")!r}; this roxie '
         f'reads format {FORMAT_VERSION}.')
+  try:
+    for manifest in doc['items'].values():
+      for e in manifest:
+        if not (isinstance(e['path'], str) and isinstance(e['name'], list)
+                and isinstance(e['dtype'], str)
+                and all(isinstance(d, int) for d in e['shape'])):
+          raise TypeError(e)
+  except (AttributeError, KeyError, TypeError) as e:
+    raise CheckpointError(f'Checkpoint {path} is corrupt: {META_FILE} has a '
+                          f'malformed array list ({e!r:.100}).') from None
   return doc
 
 
@@ -475,8 +491,7 @@ def restore(path: str, templates: Mapping[str, Any], *,
     for keystr, _, leaf in leaves:
       value = arrays[keystr]
       if _is_key_array(leaf):
-        impl = leaf.dtype._impl if hasattr(leaf.dtype, '_impl') else None  # pylint: disable=protected-access
-        value = jax.random.wrap_key_data(value, impl=impl)
+        value = jax.random.wrap_key_data(value, impl=_key_impl(leaf))
       values.append(value)
     out[item] = jax.tree_util.tree_unflatten(treedef, values)
   return out, doc

@@ -63,11 +63,14 @@ def test_round_trip_of_every_dtype_and_empty_arrays(tmp_path):
 
 
 def test_typed_prng_keys_round_trip(tmp_path):
-  tree = {'k': jax.random.key(3)}
+  tree = {'k': jax.random.key(3), 'r': jax.random.key(4, impl='rbg')}
   path = ckpt.save(str(tmp_path), 1, {'s': tree})
-  items, _ = ckpt.restore(path, {'s': tree})
-  np.testing.assert_array_equal(jax.random.key_data(items['s']['k']),
-                                jax.random.key_data(tree['k']))
+  for template in (tree, jax.eval_shape(lambda: tree)):
+    items, _ = ckpt.restore(path, {'s': template})
+    for name in tree:
+      assert items['s'][name].dtype == tree[name].dtype
+      np.testing.assert_array_equal(jax.random.key_data(items['s'][name]),
+                                    jax.random.key_data(tree[name]))
 
 
 def test_latest_keep_and_leftovers(tmp_path):
