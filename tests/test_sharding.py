@@ -310,6 +310,33 @@ def test_mjx_shards_match_separate_envs():
   assert r['updates'] == 59, r
 
 
+@pytest.mark.slow  # ~1.5 min on 2 busy cores: SAC's and the evaluator's compiles.
+def test_cli_num_devices_trains_and_checkpoints(tmp_path):
+  out_dir = tmp_path / 'run'
+  env = worker_environ(1)
+  env.pop('XLA_FLAGS')  # `--num-devices` alone must split the CPU.
+  proc = subprocess.run(
+      [sys.executable, '-m', 'roxie.cli', 'train', '--agent', 'sac',
+       '--task', 'PendulumSwingup', '--num-envs', '4', '--steps', '200',
+       '--episode-length', '50', '--eval-episodes', '2', '--set',
+       'warmup_steps=100', '--set', 'batch_size=32', '--set',
+       'hidden_sizes=16,16', '--num-devices', '2', '--out', str(out_dir),
+       '--quiet'], env=env, cwd=ROOT, capture_output=True, text=True,
+      timeout=600, check=False)
+  assert proc.returncode == 0, proc.stderr[-4000:]
+  assert 'final eval_return=' in proc.stdout and 'env_steps=200' in proc.stdout
+  with open(out_dir / 'config.json') as f:
+    assert json.load(f)['num_devices'] == 2
+  assert os.listdir(out_dir / 'checkpoints')
+  # Uneven splits are refused before anything runs.
+  bad = subprocess.run(
+      [sys.executable, '-m', 'roxie.cli', 'train', '--num-envs', '3',
+       '--num-devices', '2', '--out', str(tmp_path / 'bad')], env=env,
+      cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
+  assert bad.returncode == 2 and 'multiple of --num-devices' in bad.stderr
+  assert not (tmp_path / 'bad').exists()
+
+
 # -- worker scenarios ----------------------------------------------------------
 
 
