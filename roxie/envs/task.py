@@ -103,12 +103,22 @@ def dm_control_model(domain: str, **kwargs) -> mujoco.MjModel:
     A compiled `mujoco.MjModel` (cached; do not mutate it).
   """
   import importlib  # pylint: disable=g-import-not-at-top
+  import os  # pylint: disable=g-import-not-at-top
+  # roxie only reads dm_control's model files. Without a display and with
+  # MUJOCO_GL unset, dm_control's import probes GLFW and warns; keep it from
+  # picking a renderer then (roxie's own rendering uses mujoco.Renderer).
+  unset = 'MUJOCO_GL' not in os.environ
+  if unset:
+    os.environ['MUJOCO_GL'] = 'off'
   try:
     module = importlib.import_module(f'dm_control.suite.{domain}')
   except ImportError as e:
     raise ImportError(
         f'roxie loads the suite models from dm_control, which failed to '
         f'import ({e}). Install it with `pip install dm-control`.') from e
+  finally:
+    if unset:
+      del os.environ['MUJOCO_GL']
   xml, assets = module.get_model_and_assets(**kwargs)
   if isinstance(xml, bytes):
     xml = xml.decode()
