@@ -19,15 +19,20 @@ XLA's own input and output buffers, so the host reads the actions in place and
 writes the view straight into the output buffers (float64 -> float32, laid
 out [B, ...], one copy), ~10 us per call. With `has_side_effect=True` it is
 never dropped or duplicated, and the token fixes its order; it is a public
-(experimental) JAX API.
+(experimental) JAX API. It hands a CPU program host memory only, so inside an
+accelerator's program (callback='auto', the default) the copying
+`io_callback` is used instead, selected at lowering by
+`lax.platform_dependent`; both paths run the same host code and are tested
+to give identical results.
 
 One step callback does:
   ctrl <- actions; batch.step(nstep=n_substeps, stage=mjSTAGE_VEL), which
   leaves position/velocity fields current at no extra cost (the persistent
   batch continues its next step from those stages), i.e. dm_control's
-  legacy_step; copy the task's fields out (all of them into one float32
-  [B, V] buffer: each buffer costs ~1 us of Python per call; JAX slices it
-  apart for free); flag diverged envs; then reset the envs whose time limit
+  legacy_step; copy the task's fields out (all into one flat float32
+  buffer, a contiguous [B, ...] block per field: each buffer costs ~1 us of
+  Python per call; JAX slices it apart for free); flag diverged envs; then
+  reset the envs whose time limit
   was reached (their reset qpos/qvel were sampled in JAX before the call) and
   copy their post-reset fields out too.
 
