@@ -26,7 +26,7 @@ class Config:
   """SAC hyperparameters; the defaults suit a 2-core CPU."""
   # Collection and schedule.
   num_envs: int = 8
-  total_steps: int = 200_000
+  total_steps: int = 150_000
   steps_per_iteration: int = 1  # Env steps per env between update bursts.
   updates_per_iteration: int = 4  # Gradient steps per burst.
   warmup_steps: int = 5_000  # Uniform random actions first.
