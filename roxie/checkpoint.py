@@ -1,8 +1,9 @@
 """Checkpoints: atomic on disk, checked leaf by leaf when restored.
 
 A checkpoint holds named *items*, each a pytree of arrays (for a training
-run: the loop state and the runner's host state in `state`, the replay buffer
-in `replay`), plus a `meta.json`. The arrays are written with orbax
+run, see `roxie.run`: the agent state in `agent`, the rest of the loop state
+with the runner's key and the host physics in `loop`, the replay buffer in
+`replay`), plus a `meta.json`. The arrays are written with orbax
 (`orbax.checkpoint`, one PyTree checkpoint per item); `meta.json` is roxie's
 own manifest: the step, free-form metadata from the caller, and for every
 leaf of every item its path, dtype, shape and CRC-32.
@@ -12,7 +13,8 @@ Layout of a run directory's checkpoints:
   RUN/checkpoints/
     step_000000004000/        a committed checkpoint (env step 4000)
       meta.json               manifest + caller metadata, written last
-      state/                  orbax PyTree checkpoint of item 'state'
+      agent/                  orbax PyTree checkpoint of item 'agent'
+      loop/                   ... of item 'loop'
       replay/                 ... of item 'replay' (if saved)
     step_000000008000/
     .tmp-step_000000012000-<pid>-<n>/   a write in progress (or killed)
@@ -22,9 +24,11 @@ Atomicity. A checkpoint is written into a `.tmp-*` directory and becomes
 visible by ONE `os.rename` to its `step_*` name: that rename is the commit
 point, so a `step_*` directory is always complete. Orbax has its own atomic
 step on local disks (it writes `<item>.orbax-checkpoint-tmp-<time>` and
-renames it to `<item>` after writing `commit_success.txt`), but that covers
-one item only; a process killed between two items, or before `meta.json`,
-would leave a half checkpoint if the items were written in place. Killed
+renames it to `<item>` after writing `commit_success.txt`; a SIGKILL
+mid-write leaves `<item>.orbax-checkpoint-tmp*` with part of the data, which
+we checked), but that covers one item only; a process killed between two
+items, or before `meta.json`, would leave a half checkpoint if the items
+were written in place. Killed
 writes leave only `.tmp-*` directories, which readers ignore and `cleanup`
 removes. Before the commit every file is fsync'ed, and the parent directory
 after it, so a committed checkpoint also survives a power cut on filesystems
