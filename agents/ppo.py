@@ -27,7 +27,14 @@ own gradient-norm clip, so large value errors never shrink the policy's
 step; the log std is one learned vector per action (state-independent),
 started below 0 and clamped to `log_std_range`; actions are clipped into
 [-1, 1] for the environment while the likelihood is always that of the
-pre-clip sample; the learning rate is constant.
+pre-clip sample; the learning rate adapts to keep the approximate KL
+between the behaviour and the current policy near `target_kl` (the schedule
+of rsl_rl's PPO, "Learning to Walk in Minutes Using Massively Parallel Deep
+Reinforcement Learning", Rudin et al., 2021, https://arxiv.org/abs/2109.11978).
+With the defaults, CartpoleSwingup (1,000-step episodes, one seed) held an
+evaluation return of ~850 from 300k to 1M steps, where constant rates of
+1e-3 or 3e-4 with 64-step rollouts peaked at 700-880 and fell back to
+250-500 (for their training returns).
 
 Normalisation and the policy: `act` runs inside the collection scan with the
 agent state of the iteration's start, so the stored log-probabilities and
@@ -42,8 +49,11 @@ robustness choices above stay on):
          clip_epsilon=0.2, gae_lambda=0.95, entropy_coef=0.002,
          total_steps=500_000_000)
 
-The CPU defaults instead update every 16 x 64 = 1,024 steps with 10 epochs
-of 8 minibatches of 128.
+(add target_kl=None for their constant learning rate). The CPU defaults
+instead update every 16 x 256 = 4,096 steps with 10 epochs of 32 minibatches
+of 128. Rollouts longer than a few dozen steps matter here: all envs start
+together and, without terminations, truncate together, so a short rollout
+shows every env at the same phase of its episode.
 """
 
 from __future__ import annotations
@@ -67,9 +77,9 @@ class Config:
   # Collection and schedule.
   num_envs: int = 16
   total_steps: int = 1_000_000
-  rollout_length: int = 64  # T steps per env per update.
+  rollout_length: int = 256  # T steps per env per update.
   num_epochs: int = 10
-  num_minibatches: int = 8  # Must divide T * num_envs.
+  num_minibatches: int = 32  # Must divide T * num_envs.
   # Returns and the surrogate.
   discount: float = 0.99
   gae_lambda: float = 0.95
@@ -82,7 +92,11 @@ class Config:
   layer_norm: bool = False
   init_log_std: float = -0.5
   log_std_range: Tuple[float, float] = (-3., 0.5)
-  learning_rate: float = 1e-3
+  learning_rate: float = 1e-3  # The initial one when target_kl is set.
+  # If set, the learning rate adapts per minibatch to keep the approximate
+  # KL(behaviour || current) near target_kl: divided by 1.5 above twice the
+  # target, multiplied by 1.5 below half of it, within [1e-5, 1e-2].
+  target_kl: Optional[float] = 0.01
   max_grad_norm: Optional[float] = 0.5  # Per network.
   # Observations.
   normalize_observations: bool = True
@@ -95,11 +109,14 @@ class State(NamedTuple):
   actor_opt: optax.OptState
   critic_opt: optax.OptState
   obs_stats: buffers.NormalizerState
+  learning_rate: jnp.ndarray  # [] float32, constant unless target_kl is set.
   steps: jnp.ndarray  # [] int32 updates made.
 
 
-def _optimizer(lr: float, max_grad_norm: Optional[float]):
-  adam = optax.adam(lr, eps=1e-5)
+def _optimizer(max_grad_norm: Optional[float]):
+  # Adam's direction only; the (possibly adaptive) step size is applied
+  # in the update.
+  adam = optax.scale_by_adam(eps=1e-5)
   return adam if max_grad_norm is None else optax.chain(
       optax.clip_by_global_norm(max_grad_norm), adam)
 
@@ -157,8 +174,8 @@ def minibatches(key, data, num_minibatches: int):
 def make(config: Config, spec: EnvSpec) -> Recipe:
   """Builds the PPO recipe for environments of `spec`."""
   c = config
-  actor_opt = _optimizer(c.learning_rate, c.max_grad_norm)
-  critic_opt = _optimizer(c.learning_rate, c.max_grad_norm)
+  actor_opt = _optimizer(c.max_grad_norm)
+  critic_opt = _optimizer(c.max_grad_norm)
   actor = hk.without_apply_rng(hk.transform(
       lambda o: networks.GaussianActor(
           action_size=spec.action_size, hidden_sizes=c.hidden_sizes,
@@ -191,6 +208,7 @@ def make(config: Config, spec: EnvSpec) -> Recipe:
                  actor_opt=actor_opt.init(actor_params),
                  critic_opt=critic_opt.init(critic_params),
                  obs_stats=buffers.normalizer_init(spec.obs_size),
+                 learning_rate=jnp.asarray(c.learning_rate, jnp.float32),
                  steps=jnp.zeros((), jnp.int32))
 
   def act(state: State, obs, key, *, explore: bool = True):
@@ -240,29 +258,34 @@ def make(config: Config, spec: EnvSpec) -> Recipe:
                     'clip_fraction': surrogate.clip_fraction}
 
     def minibatch_step(carry, mb):
-      params, opt_states = carry
+      params, opt_states, lr = carry
       grads, metrics = jax.grad(loss_fn, has_aux=True)(params, mb)
-      a_up, a_opt = actor_opt.update(grads[0], opt_states[0], params[0])
-      c_up, c_opt = critic_opt.update(grads[1], opt_states[1], params[1])
-      params = (optax.apply_updates(params[0], a_up),
-                optax.apply_updates(params[1], c_up))
-      return (params, (a_opt, c_opt)), metrics
+      if c.target_kl is not None:
+        kl = metrics['approx_kl']
+        lr = jnp.where(kl > 2. * c.target_kl, lr / 1.5,
+                       jnp.where(kl < 0.5 * c.target_kl, lr * 1.5, lr))
+        lr = jnp.clip(lr, 1e-5, 1e-2)
+      a_up, a_opt = actor_opt.update(grads[0], opt_states[0])
+      c_up, c_opt = critic_opt.update(grads[1], opt_states[1])
+      step = lambda p, u: jax.tree.map(lambda x, d: x - lr * d, p, u)
+      params = (step(params[0], a_up), step(params[1], c_up))
+      return (params, (a_opt, c_opt), lr), {**metrics, 'learning_rate': lr}
 
     def epoch(carry, k):
       return jax.lax.scan(minibatch_step, carry,
                           minibatches(k, data, c.num_minibatches))
 
-    ((actor_params, critic_params), (a_opt, c_opt)), metrics = jax.lax.scan(
-        epoch, ((state.actor, state.critic),
-                (state.actor_opt, state.critic_opt)),
-        jax.random.split(key, c.num_epochs))
+    carry = ((state.actor, state.critic), (state.actor_opt, state.critic_opt),
+             state.learning_rate)
+    ((actor_params, critic_params), (a_opt, c_opt), lr), metrics = (
+        jax.lax.scan(epoch, carry, jax.random.split(key, c.num_epochs)))
     metrics = jax.tree.map(jnp.mean, metrics)
     metrics['std'] = jnp.mean(
         policy(actor_params, obs_stats, rollout.last_obs).stddev)
     metrics['value'] = jnp.mean(rollout.extras['value'])
     new_state = State(actor=actor_params, critic=critic_params,
                       actor_opt=a_opt, critic_opt=c_opt, obs_stats=obs_stats,
-                      steps=state.steps + 1)
+                      learning_rate=lr, steps=state.steps + 1)
     return new_state, metrics
 
   return Recipe(name='ppo', config=c, init=init, act=act, update=update,
