@@ -153,13 +153,13 @@ def make(config: Config, spec: EnvSpec) -> Recipe:
 
     # Actor and targets, every `policy_delay` critic updates: the actor climbs
     # the first critic at its own action.
-    def actor_loss(params):
-      q_pi = critic.apply(state.critic, batch.obs,
+    def actor_loss(params, critic_params):
+      q_pi = critic.apply(critic_params, batch.obs,
                           actor.apply(params, batch.obs).action)[0]
       return jnp.mean(jax.vmap(losses.dpg_actor_loss)(q_pi))
 
     def update_actor_and_targets(s: State):
-      a_loss, grads = jax.value_and_grad(actor_loss)(s.actor)
+      a_loss, grads = jax.value_and_grad(actor_loss)(s.actor, s.critic)
       updates, actor_opt_state = actor_opt.update(grads, s.actor_opt, s.actor)
       actor_params = optax.apply_updates(s.actor, updates)
       s = s._replace(
