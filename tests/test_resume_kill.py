@@ -1,7 +1,8 @@
 """kill -9 a real `roxie train` process, twice, and resume it to the end.
 
-1. `roxie train` is killed (SIGKILL) right after its first checkpoint is
-   committed, while it trains on.
+1. `roxie train --checkpoint-every 80` (evaluating every 40 steps) is killed
+   (SIGKILL) while it trains on after its first checkpoint, once metrics.csv
+   has a row the checkpoint does not cover (which the resume must drop).
 2. `roxie train --resume` is killed in the middle of writing a checkpoint
    (ROXIE_CHECKPOINT_PAUSE makes the write pause after its first item).
 3. `roxie train --resume` runs to the end.
@@ -35,10 +36,12 @@ POLL = 0.02
 def _argv(out, resume=False):
   if resume:
     return ['train', '--resume', str(out)]
+  # Checkpoints every other evaluation; the program (20 iterations per call)
+  # is the same as with a checkpoint at each evaluation.
   argv = ['train', '--agent', 'sac', '--task', TASK, '--backend', 'cpu',
           '--num-envs', '2', '--seed', '3', '--steps', str(STEPS),
           '--eval-every', '40', '--eval-episodes', '2', '--episode-length',
-          '20', '--out', str(out), '--quiet']
+          '20', '--checkpoint-every', '80', '--out', str(out), '--quiet']
   for k, v in tiny_overrides('sac').items():
     v = ','.join(map(str, v)) if isinstance(v, tuple) else v
     argv += ['--set', f'{k}={v}']
@@ -89,13 +92,20 @@ def test_kill_9_twice_then_resume_matches_an_uninterrupted_run(tmp_path):
   run_dir = tmp_path / 'run'
   logs = [tmp_path / f'log{i}.txt' for i in range(3)]
 
-  # 1. Killed mid-training, just after its first checkpoint.
+  # 1. Killed mid-training, after its first checkpoint (80 steps) and the
+  #    evaluation row of 120 steps.
+  def row_after_checkpoint():
+    return (ckpt.list_steps(str(run_dir)) and os.path.exists(
+        run_dir / 'metrics.csv') and len(read_rows(run_dir)) >= 3)
   with open(logs[0], 'w') as log:
     proc = _start(_argv(run_dir), log)
-    _wait_for(proc, lambda: ckpt.list_steps(str(run_dir)), 'a checkpoint')
+    _wait_for(proc, row_after_checkpoint, 'a row after a checkpoint')
     _kill(proc)
   first = ckpt.list_steps(str(run_dir))
   assert first and first[-1] < STEPS, first
+  covered = ckpt.read_meta(ckpt.latest(str(run_dir)))['meta']['runner'][
+      'csv_rows']
+  uncovered = len(read_rows(run_dir)) - covered
 
   # 2. Resumed, then killed inside a checkpoint write (between items).
   def mid_write():
@@ -109,6 +119,10 @@ def test_kill_9_twice_then_resume_matches_an_uninterrupted_run(tmp_path):
   half = _tmp_dirs(run_dir)
   assert len(half) == 1 and not os.path.exists(
       os.path.join(half[0], ckpt.META_FILE)), half
+  text = _log_text(logs[1])
+  assert 'resumed' in text, text
+  if uncovered > 0:  # Almost always: the kill lands between two checkpoints.
+    assert f'dropped {uncovered} metrics.csv row' in text, text
   committed = ckpt.list_steps(str(run_dir))
   assert committed[-1] >= first[-1]
   # The run is resumable: its latest checkpoint reads.
