@@ -1,0 +1,415 @@
+"""roxie against Brax's own trainers, same machine, same run.
+
+roxie's PPO and SAC (compiled loop; native CPU backend and MJX backend) and
+Brax's `brax.training.agents.ppo.train` / `sac.train` on mujoco_playground's
+matching DM Control task (CartpoleSwingup by default; its MJX physics with
+impl 'jax' on a CPU), at matched hyperparameters (below), one after the other
+in this invocation. For each run it prints
+
+  sps          env steps/s between the first and the last evaluation (compile
+               excluded, the periodic evaluations included: both sides evaluate
+               10 episodes, deterministically, at the same step counts);
+  brax sps     Brax's own `training/sps` (excludes its evaluations), for
+               reference;
+  to thr s     wall-clock from the start of the call (env construction and
+               compilation included) to the first evaluation whose mean
+               return reaches `--threshold`;
+  final        the last evaluation's mean return;
+
+and the ratios roxie / Brax (targets from the issue: >= 3x with roxie's
+native backend, >= 1.2x with roxie on MJX against Brax on MJX).
+
+Brax and mujoco_playground are not roxie dependencies. They are looked for
+(1) in this interpreter, else (2) in the interpreter named by `--brax-python`
+or $ROXIE_BRAX_PYTHON (default /tmp/brax-venv/bin/python if present), a
+separate environment with the same jax and mujoco versions, run as a
+subprocess of this script (`--brax-worker`). If neither works, the script
+says what is missing and exits 0 after roxie's own figures. One way to make
+that environment:
+
+  python3 -m venv /tmp/brax-venv
+  /tmp/brax-venv/bin/pip install jax==0.10.2 jaxlib==0.10.2 mujoco==3.17.0 \\
+      mujoco-mjx==3.17.0 brax playground
+
+Matched settings (2-core CPU scale; both APIs can express them):
+  PPO: 16 envs x 64-step rollouts (Brax: batch_size 2 x num_minibatches 8 =
+       16 envs, unroll_length 64, so one unroll per update as in roxie), 10
+       epochs x 8 minibatches of 128 steps, lr 1e-3, clip 0.2, GAE lambda
+       0.95, discount 0.99, entropy 0.002, grad-norm clip 0.5, observation
+       normalisation, no reward scaling, MLPs (64, 64) tanh for policy and
+       value, a Gaussian policy with a state-independent learned log std
+       (initial std exp(-0.5)), time-limit truncations bootstrapped.
+       Left different: roxie clips each network's gradients separately and
+       uses two Adam optimisers (Brax one over both).
+  SAC: 8 envs, 4 gradient steps per env step of all envs (2 env steps per
+       update), batch 256, replay 500k, warm-up 5,000 uniform-random steps
+       (Brax: min_replay_size), lr 3e-4 (actor, critic and temperature),
+       tau 0.005, discount 0.99, initial temperature 1, target entropy
+       -0.5 * action size (Brax's fixed choice), MLPs (256, 256) relu with
+       LayerNorm in both networks, tanh-Gaussian policy with a
+       state-dependent std, no observation normalisation.
+
+  python benchmarks/vs_brax.py --quick
+  python benchmarks/vs_brax.py --agents ppo --ppo-steps 2000000 --threshold 700
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from typing import Any, Dict, List, Optional
+
+os.environ.setdefault('XLA_PYTHON_CLIENT_PREALLOCATE', 'false')
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import _harness as H  # pylint: disable=g-import-not-at-top
+
+DEFAULT_BRAX_PYTHON = '/tmp/brax-venv/bin/python'
+EVAL_EPISODES = 10
+
+PPO = dict(num_envs=16, rollout_length=64, num_epochs=10, num_minibatches=8,
+           learning_rate=1e-3, clip_epsilon=0.2, gae_lambda=0.95,
+           discount=0.99, entropy_coef=0.002, max_grad_norm=0.5,
+           hidden_sizes=(64, 64), init_log_std=-0.5)
+SAC = dict(num_envs=8, updates_per_iteration=4, steps_per_iteration=1,
+           batch_size=256, replay_capacity=500_000, warmup_steps=5_000,
+           actor_lr=3e-4, critic_lr=3e-4, alpha_lr=3e-4, tau=0.005,
+           discount=0.99, init_alpha=1.0, hidden_sizes=(256, 256),
+           layer_norm=True, n_step=1)
+
+
+def _first_reaching(records, threshold):
+  for steps, wall, ret in records:
+    if ret >= threshold:
+      return wall, steps
+  return float('nan'), None
+
+
+def _steady_sps(records):
+  if len(records) < 2:
+    return float('nan')
+  (s0, w0, _), (s1, w1, _) = records[0], records[-1]
+  return (s1 - s0) / (w1 - w0) if w1 > w0 else float('nan')
+
+
+# ----------------------------------------------------------------------------
+# roxie: a small driver around the compiled loop, evaluating where Brax does.
+# ----------------------------------------------------------------------------
+
+def roxie_run(agent: str, backend: str, task: str, steps: int, num_evals: int,
+              settings: Dict[str, Any], seed: int = 0) -> Dict[str, Any]:
+  import jax  # pylint: disable=g-import-not-at-top
+  from roxie import envs, loops  # pylint: disable=g-import-not-at-top
+  from roxie import config as config_lib  # pylint: disable=g-import-not-at-top
+  from roxie import agents  # pylint: disable=g-import-not-at-top
+  t_start = time.perf_counter()
+  module = agents.get_agent(agent)
+  overrides = dict(settings)
+  env = envs.make(task, backend=backend, num_envs=settings['num_envs'])
+  if agent == 'sac':
+    overrides['target_entropy'] = -0.5 * env.spec.action_size
+  cfg = config_lib.apply_overrides(module.Config(), overrides)
+  eval_env = envs.make(task, backend=backend, num_envs=EVAL_EPISODES)
+  recipe = module.make(cfg, env.spec)
+  per_iter = loops.env_steps_per_iteration(recipe, cfg.num_envs)
+  chunk = max(1, steps // max(1, num_evals - 1) // per_iter)
+  init, run = loops.make_compiled_loop(recipe, env, iterations=chunk)
+  evaluate = loops.make_evaluator(recipe, eval_env)
+  key = jax.random.PRNGKey(seed)
+  state = init(key)
+  records = []
+  done = 0
+  for i in range(max(1, num_evals)):  # like Brax: evaluate at 0, then chunks
+    if i:
+      state, _ = run(state)
+      done += chunk * per_iter
+    result = evaluate(state.agent, jax.random.fold_in(key, done))
+    ret = float(jax.device_get(result.mean))
+    records.append((done, time.perf_counter() - t_start, ret))
+  return dict(records=records, total_s=time.perf_counter() - t_start,
+              steps=done)
+
+
+# ----------------------------------------------------------------------------
+# Brax (in whichever interpreter has it).
+# ----------------------------------------------------------------------------
+
+def patch_jax_for_brax() -> Optional[str]:
+  """Brax 0.14.2 calls `jax.device_put_replicated`, which jax 0.10 removed.
+
+  Where it is missing, installs an equivalent (stack one copy per device on a
+  new leading axis; `jax.pmap` then places one slice on each device) and
+  says so; returns None where nothing was needed.
+  """
+  import jax  # pylint: disable=g-import-not-at-top
+  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+  try:
+    jax.device_put_replicated  # pylint: disable=pointless-statement
+    return None
+  except AttributeError:
+    pass
+
+  def device_put_replicated(x, devices):
+    n = len(devices)
+    return jax.tree.map(lambda a: jnp.stack([jnp.asarray(a)] * n), x)
+  jax.device_put_replicated = device_put_replicated
+  return (f'jax {jax.__version__} has no jax.device_put_replicated (Brax '
+          '0.14.2 calls it in ppo/sac train); patched with an equivalent '
+          'stack-per-device for this run')
+
+
+def brax_run(agent: str, task: str, steps: int, num_evals: int,
+             settings: Dict[str, Any], seed: int = 0) -> Dict[str, Any]:
+  import functools  # pylint: disable=g-import-not-at-top
+  import jax  # pylint: disable=g-import-not-at-top
+  patch_note = patch_jax_for_brax()
+  from mujoco_playground import registry, wrapper  # pylint: disable=g-import-not-at-top
+  t_start = time.perf_counter()
+  env = registry.load(task, config_overrides={'impl': 'jax'})
+  eval_env = registry.load(task, config_overrides={'impl': 'jax'})
+  records, brax_sps = [], []
+
+  def progress(num_steps, metrics):
+    records.append((int(num_steps), time.perf_counter() - t_start,
+                    float(metrics['eval/episode_reward'])))
+    if 'training/sps' in metrics:
+      brax_sps.append(float(metrics['training/sps']))
+
+  s = settings
+  common = dict(environment=env, eval_env=eval_env, num_timesteps=steps,
+                num_evals=num_evals, num_eval_envs=EVAL_EPISODES,
+                deterministic_eval=True, episode_length=1000,
+                wrap_env_fn=wrapper.wrap_for_brax_training,
+                progress_fn=progress, seed=seed)
+  if agent == 'ppo':
+    from brax.training.agents.ppo import networks as ppo_networks  # pylint: disable=g-import-not-at-top
+    from brax.training.agents.ppo import train as ppo  # pylint: disable=g-import-not-at-top
+    minibatch_trajectories = s['num_envs'] // s['num_minibatches']
+    factory = functools.partial(
+        ppo_networks.make_ppo_networks,
+        policy_hidden_layer_sizes=tuple(s['hidden_sizes']),
+        value_hidden_layer_sizes=tuple(s['hidden_sizes']),
+        activation=jax.nn.tanh, distribution_type='normal',
+        noise_std_type='log', init_noise_std=math.exp(s['init_log_std']),
+        state_dependent_std=False)
+    ppo.train(**common, num_envs=s['num_envs'],
+              unroll_length=s['rollout_length'],
+              batch_size=minibatch_trajectories,
+              num_minibatches=s['num_minibatches'],
+              num_updates_per_batch=s['num_epochs'],
+              learning_rate=s['learning_rate'],
+              entropy_cost=s['entropy_coef'], discounting=s['discount'],
+              gae_lambda=s['gae_lambda'], clipping_epsilon=s['clip_epsilon'],
+              max_grad_norm=s['max_grad_norm'], normalize_observations=True,
+              reward_scaling=1.0, vf_loss_coefficient=1.0,
+              bootstrap_on_timeout=True, network_factory=factory)
+  else:
+    from brax.training.agents.sac import networks as sac_networks  # pylint: disable=g-import-not-at-top
+    from brax.training.agents.sac import train as sac  # pylint: disable=g-import-not-at-top
+    factory = functools.partial(
+        sac_networks.make_sac_networks,
+        hidden_layer_sizes=tuple(s['hidden_sizes']),
+        policy_network_layer_norm=s['layer_norm'],
+        q_network_layer_norm=s['layer_norm'], state_dependent_std=True,
+        noise_std_type='log')
+    sac.train(**common, num_envs=s['num_envs'],
+              grad_updates_per_step=s['updates_per_iteration'],
+              batch_size=s['batch_size'], max_replay_size=s['replay_capacity'],
+              min_replay_size=s['warmup_steps'],
+              learning_rate=s['actor_lr'], discounting=s['discount'],
+              tau=s['tau'], reward_scaling=1.0, normalize_observations=False,
+              network_factory=factory)
+  return dict(records=records, total_s=time.perf_counter() - t_start,
+              steps=records[-1][0] if records else 0,
+              brax_sps=brax_sps[-1] if brax_sps else float('nan'),
+              patch=patch_note)
+
+
+def _versions() -> str:
+  return ('brax {} | playground {} | jax {} | mujoco {} | mujoco-mjx {} | '
+          'flax {}'.format(*(H._version(n) for n in (  # pylint: disable=protected-access
+              'brax', 'playground', 'jax', 'mujoco', 'mujoco-mjx', 'flax'))))
+
+
+def worker(job_json: str) -> int:
+  """Runs one Brax job (JSON) and prints 'RESULT <json>' last."""
+  job = json.loads(job_json)
+  if job.get('probe'):
+    import brax  # pylint: disable=g-import-not-at-top,unused-import
+    import mujoco_playground  # pylint: disable=g-import-not-at-top,unused-import
+    from brax.training.agents.ppo import train  # pylint: disable=g-import-not-at-top,unused-import
+    from brax.training.agents.sac import train as _  # pylint: disable=g-import-not-at-top,unused-import
+    print('RESULT ' + json.dumps({'versions': _versions()}), flush=True)
+    return 0
+  out = brax_run(job['agent'], job['task'], job['steps'], job['num_evals'],
+                 job['settings'])
+  print('RESULT ' + json.dumps(out), flush=True)
+  return 0
+
+
+class BraxRunner:
+  """Runs Brax jobs in this interpreter or in a separate one."""
+
+  def __init__(self, python: Optional[str]):
+    self.python = python
+    self.where = None
+    self.problem = None
+    self.versions = None
+
+  def probe(self) -> bool:
+    try:
+      import brax  # pylint: disable=g-import-not-at-top,unused-import
+      import mujoco_playground  # pylint: disable=g-import-not-at-top,unused-import
+      self.where = 'this interpreter'
+      self.versions = _versions()
+      return True
+    except Exception as e:  # pylint: disable=broad-except
+      local = f'{type(e).__name__}: {e}'
+    if not self.python or not os.path.exists(self.python):
+      self.problem = (
+          f'not importable here ({local}), and no separate Brax interpreter '
+          f'(--brax-python / $ROXIE_BRAX_PYTHON; looked for '
+          f'{self.python or DEFAULT_BRAX_PYTHON})')
+      return False
+    try:
+      res = self._call({'probe': True}, timeout=600)
+    except RuntimeError as e:
+      self.problem = f'{self.python} cannot run Brax: {e}'
+      return False
+    self.where = self.python
+    self.versions = res['versions']
+    return True
+
+  def _call(self, job, timeout):
+    proc = subprocess.run(
+        [self.python, os.path.abspath(__file__), '--brax-worker',
+         json.dumps(job)], capture_output=True, text=True, timeout=timeout,
+        check=False)
+    lines = [l for l in proc.stdout.splitlines() if l.startswith('RESULT ')]
+    if proc.returncode != 0 or not lines:
+      tail = (proc.stderr or proc.stdout).strip().splitlines()[-8:]
+      raise RuntimeError(f'exit {proc.returncode}: ' + ' | '.join(tail))
+    return json.loads(lines[-1][len('RESULT '):])
+
+  def run(self, agent, task, steps, num_evals, settings):
+    if self.where == 'this interpreter':
+      return brax_run(agent, task, steps, num_evals, settings)
+    job = dict(agent=agent, task=task, steps=steps, num_evals=num_evals,
+               settings=settings)
+    return self._call(job, timeout=6 * 3600)
+
+
+def _fmt(x, spec):
+  if x is None or (isinstance(x, float) and math.isnan(x)):
+    return '-'
+  return format(x, spec)
+
+
+def main(argv=None):
+  parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+  parser.add_argument('--task', default='CartpoleSwingup')
+  parser.add_argument('--agents', default='ppo,sac')
+  parser.add_argument('--backends', default='cpu,mjx',
+                      help="roxie's backends to run")
+  parser.add_argument('--ppo-steps', type=int, default=1_000_000)
+  parser.add_argument('--sac-steps', type=int, default=60_000)
+  parser.add_argument('--evals', type=int, default=11,
+                      help='evaluations per run, the first at step 0')
+  parser.add_argument('--threshold', type=float, default=400.)
+  parser.add_argument('--brax-python',
+                      default=os.environ.get('ROXIE_BRAX_PYTHON',
+                                             DEFAULT_BRAX_PYTHON))
+  parser.add_argument('--no-brax', action='store_true')
+  parser.add_argument('--quick', action='store_true',
+                      help='short budgets, low threshold (timing, not learning)')
+  parser.add_argument('--brax-worker', default=None, help=argparse.SUPPRESS)
+  args = parser.parse_args(argv)
+  if args.brax_worker is not None:
+    return worker(args.brax_worker)
+  if args.quick:
+    args.ppo_steps = min(args.ppo_steps, 200_000)
+    args.sac_steps = min(args.sac_steps, 6_000)
+    args.evals = min(args.evals, 4)
+    args.threshold = min(args.threshold, 150.)
+  settings = {'ppo': dict(PPO), 'sac': dict(SAC)}
+  if args.quick:
+    settings['sac']['warmup_steps'] = 1_000
+  budgets = {'ppo': args.ppo_steps, 'sac': args.sac_steps}
+
+  brax = BraxRunner(args.brax_python)
+  available = (not args.no_brax) and brax.probe()
+  lines = [f'task {args.task}; return threshold {args.threshold:g}; '
+           f'{args.evals} evaluations of {EVAL_EPISODES} episodes per run']
+  if available:
+    lines.append(f'Brax: {brax.where}: {brax.versions}')
+  else:
+    lines.append('Brax: NOT AVAILABLE: ' + ('--no-brax' if args.no_brax
+                                             else brax.problem))
+  print(H.machine_header('vs_brax: roxie vs Brax on the same machine', lines),
+        flush=True)
+
+  results: Dict[tuple, Dict[str, Any]] = {}
+  for agent in args.agents.split(','):
+    for who in [f'roxie/{b}' for b in args.backends.split(',') if b] + (
+        ['brax/mjx'] if available else []):
+      t0 = time.perf_counter()
+      try:
+        if who.startswith('roxie'):
+          r = roxie_run(agent, who.split('/')[1], args.task, budgets[agent],
+                        args.evals, settings[agent])
+        else:
+          r = brax.run(agent, args.task, budgets[agent], args.evals,
+                       settings[agent])
+      except Exception as e:  # pylint: disable=broad-except
+        print(f'  {agent} {who}: FAILED ({type(e).__name__}: {e})', flush=True)
+        continue
+      results[(agent, who)] = r
+      if r.get('patch'):
+        print(f'  note: {r["patch"]}', flush=True)
+      recs = r['records']
+      print(f'  {agent} {who}: {r["steps"]:,} steps in {r["total_s"]:.0f} s; '
+            'evals ' + ', '.join(f'{s}:{v:.0f}' for s, _, v in recs) +
+            f' [{time.perf_counter() - t0:.0f} s, load {H.load_now()}]',
+            flush=True)
+
+  rows = []
+  for (agent, who), r in results.items():
+    recs = r['records']
+    thr_s, thr_steps = _first_reaching(recs, args.threshold)
+    r['sps'] = _steady_sps(recs)
+    r['thr_s'] = thr_s
+    rows.append([agent, who, f'{r["steps"]:,}', _fmt(r['sps'], ',.0f'),
+                 _fmt(r.get('brax_sps'), ',.0f'), _fmt(thr_s, '.0f'),
+                 _fmt(thr_steps, ','), f'{recs[-1][2]:.1f}' if recs else '-',
+                 f'{r["total_s"]:.0f}'])
+  print()
+  print(H.fmt_table(['agent', 'run', 'env steps', 'sps', 'brax sps',
+                     'to thr s', 'to thr steps', 'final', 'total s'], rows))
+  print()
+  for agent in args.agents.split(','):
+    b = results.get((agent, 'brax/mjx'))
+    for backend, target in (('cpu', 3.0), ('mjx', 1.2)):
+      r = results.get((agent, f'roxie/{backend}'))
+      if r is None or b is None:
+        continue
+      ratio = r['sps'] / b['sps'] if b['sps'] > 0 else float('nan')
+      t_ratio = (b['thr_s'] / r['thr_s']
+                 if not math.isnan(r['thr_s']) and not math.isnan(b['thr_s'])
+                 else float('nan'))
+      meets = '-' if math.isnan(ratio) else ('yes' if ratio >= target else 'NO')
+      print(f'{agent}: roxie/{backend} vs brax/mjx: sps {_fmt(ratio, ".2f")}x '
+            f'(target >= {target}x: {meets}); time to threshold '
+            f'{_fmt(t_ratio, ".2f")}x')
+  if not available:
+    print(f'\nBrax figures missing: {brax.problem if not args.no_brax else "--no-brax"}')
+  print(f'\nload average at end: {H.load_now()}')
+  return 0
+
+
+if __name__ == '__main__':
+  sys.exit(main())
