@@ -302,8 +302,12 @@ def play(policy, out: str, *, backend: str = 'cpu',
   import numpy as np  # pylint: disable=g-import-not-at-top
   from roxie import envs  # pylint: disable=g-import-not-at-top
 
-  env = envs.make(policy.task, backend=backend, num_envs=1,
-                  **dict(policy.env_options))
+  # Under an action repeat the policy decides every `repeat` control steps;
+  # the episode runs on the unwrapped env, holding each action that long (as
+  # the ActionRepeat wrapper does), so every control step becomes a frame.
+  options = dict(policy.env_options)
+  repeat = int(options.pop('action_repeat', 1))
+  env = envs.make(policy.task, backend=backend, num_envs=1, **options)
   cam = _camera(env.model, camera)
   n = min(int(steps or env.spec.episode_length), env.spec.episode_length)
   fps = float(fps or 1.0 / env.spec.control_timestep)
@@ -321,20 +325,26 @@ def play(policy, out: str, *, backend: str = 'cpu',
   tmp = f'{out}.tmp-{os.getpid()}{os.path.splitext(out)[1]}'
   writer = None
   total = 0.0
+  frames = 0
   try:
     writer = _open_writer(tmp, width, height, fps)
     state = reset(jax.random.PRNGKey(seed))
-    for _ in range(n):
-      # Draw the state the policy acts on, then act: n frames, n actions,
-      # never the automatic reset after the episode's last step.
+    action = None
+    for t in range(n):
+      # Draw the state, then step: n frames, n control steps, never the
+      # automatic reset after the episode's last step.
       jax.block_until_ready(state)
       mujoco.mj_setState(renderer.model, data, _physics_rows(env, state)[0],
                          spec)
       mujoco.mj_forward(renderer.model, data)
       writer.send(np.ascontiguousarray(renderer.render(data)))
-      action = act(policy.params, state.obs)
+      frames += 1
+      if t % repeat == 0:
+        action = act(policy.params, state.obs)
       state, ts = step(state, action)
       total += float(ts.reward[0])
+      if bool(ts.terminated[0]):
+        break  # A task with terminations: the episode is over.
     writer.close()
     writer = None
     os.replace(tmp, out)
@@ -344,7 +354,7 @@ def play(policy, out: str, *, backend: str = 'cpu',
       writer.close()
     if os.path.exists(tmp):
       os.remove(tmp)
-  return PlayResult(path=out, frames=n, width=width, height=height, fps=fps,
+  return PlayResult(path=out, frames=frames, width=width, height=height, fps=fps,
                     episode_return=total, gl_backend=gl, backend=backend)
 
 

@@ -16,7 +16,8 @@ from roxie import envs
 from roxie import export
 from roxie import run as run_lib
 
-TINY = {'warmup_steps': 100, 'batch_size': 32, 'hidden_sizes': (16, 16)}
+TINY = {'warmup_steps': 100, 'batch_size': 32, 'hidden_sizes': (16, 16),
+        'action_repeat': 2}
 # A shipped policy's return, re-evaluated as its card says, must be within
 # this fraction of the card's value (plus 5): the same program on the same
 # resets, so only float differences between machines move it.
@@ -51,8 +52,9 @@ def test_bundle_layout_and_metadata(bundle):
   with open(os.path.join(bundle, 'roxie.json')) as f:
     meta = json.load(f)
   assert meta['agent'] == 'sac' and meta['task'] == 'PendulumSwingup'
-  assert meta['env_spec']['episode_length'] == 50
-  assert meta['env_options'] == {'episode_length': 50}
+  # 50 control steps, 25 decisions under the action repeat.
+  assert meta['env_spec']['episode_length'] == 25
+  assert meta['env_options'] == {'episode_length': 50, 'action_repeat': 2}
   assert meta['config']['hidden_sizes'] == [16, 16]
   assert meta['evaluation']['episodes'] == 3
   assert len(meta['evaluation']['returns']) == 3

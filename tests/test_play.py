@@ -32,7 +32,7 @@ def tiny_run(tmp_path_factory):
   run_lib.train('sac', 'PendulumSwingup', num_envs=2, steps=200,
                 eval_every=200, eval_episodes=1, out=out,
                 overrides={'warmup_steps': 100, 'batch_size': 32,
-                           'hidden_sizes': (16, 16)},
+                           'hidden_sizes': (16, 16), 'action_repeat': 2},
                 verbose=False, env_options={'episode_length': 40})
   return out
 
@@ -45,7 +45,7 @@ def test_play_writes_a_video_of_the_episode(tiny_run, tmp_path, capsys):
                    '--width', '64', '--height', '48', '--camera', 'fixed'])
   stdout, err = capsys.readouterr()
   assert code == 0, err
-  assert '20 frames 64x48' in stdout
+  assert '20 frames 64x48' in stdout  # Control steps, under action repeat 2.
   frames = play.read_video(str(out))
   assert frames.shape == (20, 48, 64, 3)
   assert frames.mean() > 10  # Not a black image.
