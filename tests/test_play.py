@@ -55,6 +55,7 @@ def test_play_writes_a_video_of_the_episode(tiny_run, tmp_path, capsys):
   assert not list(tmp_path.glob('videos/*.tmp*'))
 
 
+@pytest.mark.slow  # An MJX compile, like the project's other MJX checks.
 @needs_video
 def test_play_an_exported_bundle_on_the_other_backend(tiny_run, tmp_path):
   _gl_or_skip()
