@@ -12,7 +12,9 @@ through `mujoco.batch`; 'mjx': MuJoCo MJX in JAX), builds
               target is <= 30 s for SAC on the native backend on 2 cores);
               "first cpu s" is the same in process CPU seconds, a figure that
               other processes' load on a shared machine does not inflate;
-  sps         env steps/s (all envs together) of `run` in the learning phase,
+  sps         env steps/s (all envs together; control steps, so a recipe
+              whose Config sets action_repeat counts every repeated step, as
+              `roxie.run.train` does) of `run` in the learning phase,
               timed over `--calls` calls after one warm-up call, including
               every gradient step; the uniform-action warm-up is set to 0 so
               that every timed iteration collects AND learns (at the default
@@ -92,9 +94,12 @@ def measure(name: str, backend: str, args):
     # Time the learning phase: every timed iteration collects and learns.
     cfg = dataclasses.replace(cfg, warmup_steps=0)
   num_envs = cfg.num_envs
-  env = envs.make(args.task, backend=backend, num_envs=num_envs)
+  repeat = int(getattr(cfg, 'action_repeat', 1))  # as roxie.run.train does
+  env = envs.make(args.task, backend=backend, num_envs=num_envs,
+                  action_repeat=repeat)
   recipe = module.make(cfg, env.spec)
-  per_iter = loops.env_steps_per_iteration(recipe, num_envs)
+  # Control steps (what env steps/s counts), as roxie.run.train counts them.
+  per_iter = loops.env_steps_per_iteration(recipe, num_envs) * repeat
   budget = args.steps if not args.large else args.large_iterations * per_iter
   iterations = max(1, budget // (per_iter * args.calls))
   if recipe.on_policy:
@@ -119,7 +124,7 @@ def measure(name: str, backend: str, args):
     jax.block_until_ready(state)
   steps = args.calls * iterations * per_iter
   learned = updates == args.calls * iterations
-  return dict(agent=name, backend=backend, envs=num_envs,
+  return dict(agent=name, backend=backend, envs=num_envs, repeat=repeat,
               per_call=iterations * per_iter, init_s=t_init.wall,
               compile_s=t_compile.wall,
               first_cpu=t_init.cpu + t_compile.cpu, sps=steps / t_run.wall,
@@ -186,7 +191,8 @@ def main(argv=None):
             f' s, load {H.load_now()}]', flush=True)
       if not r['learned']:
         print(f'    note: not every timed iteration learned', flush=True)
-      rows.append([name, backend, str(r['envs']), f'{r["per_call"]:,}',
+      rows.append([name, backend, str(r['envs']), str(r['repeat']),
+                   f'{r["per_call"]:,}',
                    f'{r["sps"]:,.0f}', f'{r["cpu_us"]:,.1f}',
                    f'{r["ups"]:,.1f}', f'{r["init_s"]:.1f}',
                    f'{r["compile_s"]:.1f}', f'{first:.1f}',
@@ -194,15 +200,16 @@ def main(argv=None):
   print()
   print('cpu us/step and first cpu s: process CPU time (all threads), which '
         "other processes' load does not inflate")
-  print(H.fmt_table(['agent', 'backend', 'envs', 'steps/call', 'env steps/s',
+  print(H.fmt_table(['agent', 'backend', 'envs', 'repeat', 'steps/call',
+                     'env steps/s',
                      'cpu us/step', 'grad steps/s', 'init s', 'compile s',
                      'first s', 'first cpu s', 'target'], rows))
   by = {(r[0], r[1]): r for r in rows}
   ratios = []
   for name in names:
     if (name, 'cpu') in by and (name, 'mjx') in by:
-      c = float(by[(name, 'cpu')][4].replace(',', ''))
-      m = float(by[(name, 'mjx')][4].replace(',', ''))
+      c = float(by[(name, 'cpu')][5].replace(',', ''))
+      m = float(by[(name, 'mjx')][5].replace(',', ''))
       ratios.append(f'{name} {c / m:.2f}x' if m > 0 else f'{name} -')
   if ratios:
     print('native / mjx env steps/s: ' + ', '.join(ratios))

@@ -6,14 +6,16 @@ matching DM Control task (CartpoleSwingup by default; its MJX physics with
 impl 'jax' on a CPU), at matched hyperparameters (below), one after the other
 in this invocation. For each run it prints
 
-  sps          env steps/s between the first and the last evaluation (compile
-               excluded, the periodic evaluations included: both sides evaluate
-               10 episodes, deterministically, at the same step counts);
+  sps          steady env steps/s: the median rate of the chunks between
+               evaluations from the third chunk on (the first two hold the
+               compiles; the periodic evaluations are included: both sides
+               evaluate 10 episodes, deterministically, at the same step
+               counts); needs --evals >= 4, better 6 or more;
   brax sps     Brax's own `training/sps` (excludes its evaluations), for
                reference;
   to thr s     wall-clock from the start of the call (env construction and
-               compilation included) to the first evaluation whose mean
-               return reaches `--threshold`;
+               compilation included) to the first evaluation after step 0
+               whose mean return reaches `--threshold`;
   final        the last evaluation's mean return;
 
 and the ratios roxie / Brax (targets from the issue: >= 3x with roxie's
@@ -80,21 +82,39 @@ SAC = dict(num_envs=8, updates_per_iteration=4, steps_per_iteration=1,
            batch_size=256, replay_capacity=500_000, warmup_steps=5_000,
            actor_lr=3e-4, critic_lr=3e-4, alpha_lr=3e-4, tau=0.005,
            discount=0.99, init_alpha=1.0, hidden_sizes=(256, 256),
-           layer_norm=True, n_step=1)
+           layer_norm=True, n_step=1, action_repeat=1)
 
 
 def _first_reaching(records, threshold):
+  """(wall s, steps) of the first evaluation after training began that
+  reaches the threshold (an untrained policy's score says nothing about
+  training speed)."""
   for steps, wall, ret in records:
-    if ret >= threshold:
+    if steps > 0 and ret >= threshold:
       return wall, steps
   return float('nan'), None
 
 
+def _chunk_rates(records):
+  """Env steps/s of each chunk between consecutive evaluations."""
+  return [(s1 - s0) / (w1 - w0) for (s0, w0, _), (s1, w1, _) in
+          zip(records[:-1], records[1:]) if w1 > w0]
+
+
 def _steady_sps(records):
-  if len(records) < 2:
+  """Median env steps/s of the chunks from the third on.
+
+  Both sides compile their training program in the first chunk (after the
+  evaluation at step 0), and Brax compiles again in its second (its pmapped
+  step meets inputs placed differently from the first call's), so those two
+  chunks are left out; each chunk includes one evaluation of 10 episodes.
+  """
+  rates = _chunk_rates(records)
+  if len(rates) < 3:
     return float('nan')
-  (s0, w0, _), (s1, w1, _) = records[0], records[-1]
-  return (s1 - s0) / (w1 - w0) if w1 > w0 else float('nan')
+  rates = sorted(rates[2:])
+  mid = len(rates) // 2
+  return rates[mid] if len(rates) % 2 else 0.5 * (rates[mid - 1] + rates[mid])
 
 
 # ----------------------------------------------------------------------------
@@ -334,7 +354,7 @@ def main(argv=None):
   if args.quick:
     args.ppo_steps = min(args.ppo_steps, 200_000)
     args.sac_steps = min(args.sac_steps, 6_000)
-    args.evals = min(args.evals, 4)
+    args.evals = min(args.evals, 6)
     args.threshold = min(args.threshold, 150.)
   settings = {'ppo': dict(PPO), 'sac': dict(SAC)}
   if args.quick:
@@ -373,7 +393,10 @@ def main(argv=None):
         print(f'  note: {r["patch"]}', flush=True)
       recs = r['records']
       print(f'  {agent} {who}: {r["steps"]:,} steps in {r["total_s"]:.0f} s; '
-            'evals ' + ', '.join(f'{s}:{v:.0f}' for s, _, v in recs) +
+            'evals (steps@s:return) ' + ', '.join(
+                f'{s}@{w:.1f}:{v:.0f}' for s, w, v in recs) +
+            '; chunk steps/s ' + ', '.join(
+                f'{x:,.0f}' for x in _chunk_rates(recs)) +
             f' [{time.perf_counter() - t0:.0f} s, load {H.load_now()}]',
             flush=True)
 
