@@ -19,9 +19,11 @@ from roxie import run as run_lib
 TINY = {'warmup_steps': 100, 'batch_size': 32, 'hidden_sizes': (16, 16),
         'action_repeat': 2}
 # A shipped policy's return, re-evaluated as its card says, must be within
-# this fraction of the card's value (plus 5): the same program on the same
-# resets, so only float differences between machines move it.
-SHIPPED_RTOL = 0.03
+# this fraction of the card's value (plus 5). It is the same program on the
+# same resets, exact on the machine that exported it; elsewhere float
+# differences could flip one swing-up of PendulumSwingup's 20 episodes
+# (~900 -> 0, the mean moves ~45), which this still allows.
+SHIPPED_RTOL = 0.06
 
 
 @pytest.fixture(scope='module')
