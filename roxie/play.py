@@ -363,7 +363,10 @@ def read_video(path: str):
   import imageio_ffmpeg  # pylint: disable=g-import-not-at-top
   import numpy as np  # pylint: disable=g-import-not-at-top
   reader = imageio_ffmpeg.read_frames(path)
-  meta = next(reader)
+  with warnings.catch_warnings():  # As in _open_writer: fork, then exec.
+    warnings.filterwarnings('ignore', message='os.fork',
+                            category=RuntimeWarning)
+    meta = next(reader)  # Starts ffmpeg.
   w, h = meta['size']
   frames = [np.frombuffer(f, np.uint8).reshape(h, w, 3) for f in reader]
   return np.stack(frames) if frames else np.zeros((0, h, w, 3), np.uint8)
