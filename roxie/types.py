@@ -35,6 +35,15 @@ class EnvSpec(NamedTuple):
   obs_names: Tuple[Tuple[str, int], ...]  # (name, size) of each part, in order.
   control_timestep: float  # Seconds per environment step.
   episode_length: int  # Steps before a time-limit truncation.
+  # Dict observations (pixels, depth, sensors besides the state vector):
+  # ((key, per-env shape, dtype name), ...) in key order, e.g.
+  # (('pixels', (64, 64, 9), 'uint8'), ('state', (5,), 'float32')).
+  # None for a flat [O] float32 observation, the default. With a dict,
+  # `obs_size` is the size of its 'state' entry (0 without one).
+  obs_shapes: Optional[Tuple[Tuple[str, Tuple[int, ...], str], ...]] = None
+  # Image entries ('pixels', 'depth') stack this many frames along their
+  # last (channel) axis, oldest first, newest last.
+  frame_stack: int = 1
 
 
 class TimeStep(NamedTuple):
