@@ -2,13 +2,17 @@
 
 Torsos, policy heads (deterministic, tanh-Gaussian, Gaussian), critics
 (Q, twin-Q, categorical, twin categorical, value) and the small pure-jnp
-distributions the policy heads return. Build modules inside `hk.transform`.
+distributions the policy heads return, a pixel encoder and the fusion of
+dict (image + vector) observations, and DrQ's random-shift augmentation.
+Build modules inside `hk.transform`.
 """
 
 from roxie.networks.actors import DeterministicActor
 from roxie.networks.actors import DeterministicActorOutput
 from roxie.networks.actors import GaussianActor
 from roxie.networks.actors import TanhGaussianActor
+from roxie.networks.augment import random_shift
+from roxie.networks.augment import random_shift_observation
 from roxie.networks.critics import CategoricalCritic
 from roxie.networks.critics import CategoricalQ
 from roxie.networks.critics import QCritic
@@ -19,6 +23,9 @@ from roxie.networks.critics import ValueNetwork
 from roxie.networks.distributions import DiagGaussian
 from roxie.networks.distributions import tanh_log_det_jacobian
 from roxie.networks.distributions import TanhGaussian
+from roxie.networks.pixels import is_image
+from roxie.networks.pixels import ObservationEncoder
+from roxie.networks.pixels import PixelEncoder
 from roxie.networks.torsos import check_last_axis
 from roxie.networks.torsos import ensemble
 from roxie.networks.torsos import MLP
@@ -33,8 +40,13 @@ __all__ = (
     'DiagGaussian',
     'ensemble',
     'GaussianActor',
+    'is_image',
     'MLP',
+    'ObservationEncoder',
+    'PixelEncoder',
     'QCritic',
+    'random_shift',
+    'random_shift_observation',
     'small_init',
     'tanh_log_det_jacobian',
     'TanhGaussian',

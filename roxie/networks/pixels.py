@@ -1,0 +1,239 @@
+"""Pixel encoders and the fusion of dict observations into one feature vector.
+
+Image observations are uint8 [..., H, W, C] stacks of frames (see
+`roxie.types.EnvSpec.obs_shapes`); they become float32 in [0, 1] inside the
+network, so replay and acting move bytes, not floats. The conv torso follows
+the shape of the encoders of SAC-AE ("Improving Sample Efficiency in
+Model-Free Reinforcement Learning from Images", Yarats et al., 2019,
+https://arxiv.org/abs/1910.01741) and DrQ ("Image Augmentation Is All You
+Need", Kostrikov et al., 2020, https://arxiv.org/abs/2004.13649): a few 3x3
+convolutions, a linear projection, then LayerNorm and tanh. Its defaults are
+smaller (fewer channels, more striding) so that a 64x64 encoder trains on a
+2-core CPU.
+"""
+
+from typing import Any, Callable, Mapping, Optional, Sequence, Tuple
+
+import chex
+import haiku as hk
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from roxie.networks import torsos
+
+Array = chex.Array
+ObsShapes = Sequence[Tuple[str, Tuple[int, ...], str]]
+
+
+def is_image(shape: Sequence[int], dtype: Any) -> bool:
+  """Whether an observation entry of this per-env shape and dtype is an image.
+
+  Images (the 'pixels' and 'depth' entries of a dict observation) are uint8
+  [H, W, C]; every other entry is a float vector.
+  """
+  return len(tuple(shape)) == 3 and np.dtype(dtype) == np.uint8
+
+
+def conv_output_size(size: int, kernel: int, stride: int) -> int:
+  """Spatial size after a VALID convolution (0 if the input is too small)."""
+  return max(0, (size - kernel) // stride + 1)
+
+
+class PixelEncoder(hk.Module):
+  """A conv torso: uint8 images [..., H, W, C] -> features [..., D].
+
+  Inputs are scaled to [0, 1] (uint8 / 255; float inputs are taken as already
+  scaled), then go through VALID 2-D convolutions with ReLU, are flattened and
+  projected to `feature_size`. With `layer_norm` the projection is followed by
+  LayerNorm and tanh (the SAC-AE/DrQ feature head, which keeps the critic's
+  inputs bounded); without it D is the flattened conv output.
+
+  Any number of leading batch axes is accepted, including none.
+  """
+
+  def __init__(self,
+               *,
+               channels: Sequence[int] = (16, 32, 32),
+               kernel_sizes: Sequence[int] = (3, 3, 3),
+               strides: Sequence[int] = (2, 2, 2),
+               feature_size: Optional[int] = 50,
+               layer_norm: bool = True,
+               activation: Callable[[Array], Array] = jax.nn.relu,
+               image_shape: Optional[Tuple[int, int, int]] = None,
+               name: Optional[str] = None):
+    """Builds the encoder.
+
+    Args:
+      channels: output channels of each convolution.
+      kernel_sizes: square kernel size of each convolution.
+      strides: stride of each convolution.
+      feature_size: width of the linear projection after the convolutions;
+        None for no projection (the flattened conv output is the feature).
+      layer_norm: LayerNorm then tanh after the projection (needs
+        `feature_size`).
+      activation: the nonlinearity after each convolution.
+      image_shape: if given, images must be [..., H, W, C] of this shape.
+      name: module name.
+    """
+    super().__init__(name=name)
+    if not (len(channels) == len(kernel_sizes) == len(strides)):
+      raise ValueError(
+          f'channels, kernel_sizes and strides need one entry per layer, got '
+          f'{len(channels)}, {len(kernel_sizes)} and {len(strides)}.')
+    if not channels:
+      raise ValueError('A pixel encoder needs at least one convolution.')
+    if layer_norm and feature_size is None:
+      raise ValueError('layer_norm needs a feature_size (a projection).')
+    self._channels = tuple(int(c) for c in channels)
+    self._kernels = tuple(int(k) for k in kernel_sizes)
+    self._strides = tuple(int(s) for s in strides)
+    self._feature_size = feature_size
+    self._layer_norm = layer_norm
+    self._activation = activation
+    self._image_shape = None if image_shape is None else tuple(image_shape)
+
+  def output_hw(self, height: int, width: int) -> Tuple[int, int]:
+    """Spatial size of the last convolution's output."""
+    for k, s in zip(self._kernels, self._strides):
+      height, width = conv_output_size(height, k, s), conv_output_size(
+          width, k, s)
+    return height, width
+
+  def __call__(self, images: Array) -> Array:
+    """Maps [..., H, W, C] images to [..., D] features."""
+    shape = tuple(jnp.shape(images))
+    if len(shape) < 3:
+      raise ValueError(
+          f'{self.module_name}: images must be [..., H, W, C], got shape '
+          f'{shape}.')
+    if self._image_shape is not None and shape[-3:] != self._image_shape:
+      raise ValueError(
+          f'{self.module_name}: expected images of shape [..., '
+          f'{", ".join(map(str, self._image_shape))}], got {shape}.')
+    h, w, c = shape[-3:]
+    out_h, out_w = self.output_hw(h, w)
+    if out_h < 1 or out_w < 1:
+      raise ValueError(
+          f'{self.module_name}: {h}x{w} images are too small for '
+          f'convolutions with kernels {self._kernels} and strides '
+          f'{self._strides}; use a larger resolution or fewer/smaller-stride '
+          'layers.')
+    lead = shape[:-3]
+    x = jnp.reshape(images, (-1, h, w, c))
+    if x.dtype == jnp.uint8:
+      x = x.astype(jnp.float32) / 255.
+    else:
+      x = x.astype(jnp.float32)
+    for i, (ch, k, s) in enumerate(zip(self._channels, self._kernels,
+                                       self._strides)):
+      x = hk.Conv2D(ch, kernel_shape=k, stride=s, padding='VALID',
+                    name=f'conv_{i}')(x)
+      x = self._activation(x)
+    x = jnp.reshape(x, (x.shape[0], -1))
+    if self._feature_size is not None:
+      x = hk.Linear(self._feature_size, name='projection')(x)
+      if self._layer_norm:
+        x = hk.LayerNorm(axis=-1, create_scale=True, create_offset=True,
+                         name='layer_norm')(x)
+        x = jnp.tanh(x)
+    return jnp.reshape(x, lead + (x.shape[-1],))
+
+
+class ObservationEncoder(hk.Module):
+  """Fuses an observation into one feature vector [..., F].
+
+  A flat float observation [..., O] passes through unchanged (F = O). A dict
+  observation has its image entries (uint8 [..., H, W, C]: 'pixels',
+  'depth') concatenated along channels and encoded by one `PixelEncoder`,
+  and its vector entries ('state', 'sensors', ...) concatenated in key order
+  after the image features: F = D + sum of the vector sizes.
+  """
+
+  def __init__(self,
+               *,
+               obs_shapes: Optional[ObsShapes] = None,
+               channels: Sequence[int] = (16, 32, 32),
+               kernel_sizes: Sequence[int] = (3, 3, 3),
+               strides: Sequence[int] = (2, 2, 2),
+               feature_size: Optional[int] = 50,
+               layer_norm: bool = True,
+               name: Optional[str] = None):
+    """Builds the encoder.
+
+    Args:
+      obs_shapes: if given, the spec's ((key, per-env shape, dtype), ...):
+        observations must have exactly these keys, shapes and dtypes
+        (checked, with the offending key named).
+      channels, kernel_sizes, strides, feature_size, layer_norm: the
+        `PixelEncoder`'s.
+      name: module name.
+    """
+    super().__init__(name=name)
+    self._obs_shapes = (None if obs_shapes is None else tuple(
+        (str(k), tuple(int(d) for d in s), str(t)) for k, s, t in obs_shapes))
+    self._pixel_kwargs = dict(channels=channels, kernel_sizes=kernel_sizes,
+                              strides=strides, feature_size=feature_size,
+                              layer_norm=layer_norm)
+
+  def _check(self, obs: Mapping[str, Array]) -> None:
+    where = self.module_name
+    if self._obs_shapes is None:
+      return
+    want = {k: (s, t) for k, s, t in self._obs_shapes}
+    if set(obs) != set(want):
+      raise ValueError(
+          f'{where}: expected observation keys {sorted(want)}, got '
+          f'{sorted(obs)}.')
+    lead = None
+    for key in sorted(want):
+      shape, dtype = want[key]
+      x = obs[key]
+      got = tuple(jnp.shape(x))
+      if len(got) < len(shape) or got[len(got) - len(shape):] != shape:
+        raise ValueError(
+            f'{where}: observation {key!r} must be [..., '
+            f'{", ".join(map(str, shape))}], got shape {got}.')
+      if np.dtype(jnp.asarray(x).dtype) != np.dtype(dtype):
+        raise ValueError(f'{where}: observation {key!r} must be {dtype}, got '
+                         f'{jnp.asarray(x).dtype}.')
+      this_lead = got[:len(got) - len(shape)]
+      if lead is None:
+        lead = this_lead
+      elif this_lead != lead:
+        raise ValueError(
+            f'{where}: observation entries must share their batch axes, got '
+            f'{lead} and {this_lead} ({key!r}).')
+
+  def __call__(self, obs) -> Array:
+    """Maps an observation (array or dict) to [..., F] float32 features."""
+    if not isinstance(obs, Mapping):
+      torsos.check_last_axis(obs, None, 'obs', self.module_name)
+      return obs
+    self._check(obs)
+    images = [k for k in sorted(obs)
+              if is_image(jnp.shape(obs[k])[-3:], jnp.asarray(obs[k]).dtype)
+              and jnp.ndim(obs[k]) >= 3]
+    vectors = [k for k in sorted(obs) if k not in images]
+    parts = []
+    if images:
+      hw = {tuple(jnp.shape(obs[k])[-3:-1]) for k in images}
+      if len(hw) > 1:
+        raise ValueError(
+            f'{self.module_name}: image entries {images} must share their '
+            f'height and width to be encoded together, got {sorted(hw)}.')
+      stacked = jnp.concatenate([obs[k] for k in images], axis=-1)
+      parts.append(PixelEncoder(name='pixel_encoder', **self._pixel_kwargs)(
+          stacked))
+    for k in vectors:
+      torsos.check_last_axis(obs[k], None, f'obs[{k!r}]', self.module_name)
+      parts.append(jnp.asarray(obs[k], jnp.float32))
+    if not parts:
+      raise ValueError(f'{self.module_name}: an empty observation dict.')
+    lead = {p.shape[:-1] for p in parts}
+    if len(lead) > 1:
+      raise ValueError(
+          f'{self.module_name}: observation entries must share their batch '
+          f'axes, got {sorted(lead)}.')
+    return jnp.concatenate(parts, axis=-1) if len(parts) > 1 else parts[0]
+
