@@ -123,6 +123,33 @@ def _optimizer(lr: float, max_grad_norm: Optional[float]):
       optax.clip_by_global_norm(max_grad_norm), adam)
 
 
+def _policy_network(c: Config, spec: EnvSpec) -> hk.Transformed:
+  return hk.without_apply_rng(hk.transform(
+      lambda o: networks.GaussianActor(
+          action_size=spec.action_size, hidden_sizes=c.hidden_sizes,
+          activation=jax.nn.elu, layer_norm=c.layer_norm,
+          state_dependent_std=True, log_std_bounds=c.log_std_bounds,
+          obs_size=spec.obs_size)(o)))
+
+
+def policy_params(state: State) -> hk.Params:
+  """What acting needs from a trained state (for exported policies)."""
+  return {'policy': state.policy}
+
+
+def make_policy(config: Config, spec: EnvSpec):
+  """The deterministic policy alone: `apply(params, obs) -> action`.
+
+  Builds only the policy network (no critic, no optimiser), for exported
+  bundles (`roxie.load_policy`); `params` is `policy_params(state)` and the
+  action is the one `act(state, obs, key, explore=False)` takes: the
+  Gaussian's mean, clipped to [-1, 1].
+  """
+  policy = _policy_network(config, spec)
+  return lambda params, obs: jnp.clip(
+      policy.apply(params['policy'], obs).mode(), -1., 1.)
+
+
 def make(config: Config, spec: EnvSpec) -> Recipe:
   """Builds the MPO recipe for environments of `spec`."""
   c = config
@@ -132,12 +159,7 @@ def make(config: Config, spec: EnvSpec) -> Recipe:
   critic_opt = _optimizer(c.critic_lr, c.max_grad_norm)
   dual_opt = optax.adam(c.dual_lr)
 
-  policy = hk.without_apply_rng(hk.transform(
-      lambda o: networks.GaussianActor(
-          action_size=spec.action_size, hidden_sizes=c.hidden_sizes,
-          activation=jax.nn.elu, layer_norm=c.layer_norm,
-          state_dependent_std=True, log_std_bounds=c.log_std_bounds,
-          obs_size=spec.obs_size)(o)))
+  policy = _policy_network(c, spec)
   critic = hk.without_apply_rng(hk.transform(
       lambda o, a: networks.QCritic(
           hidden_sizes=c.hidden_sizes, activation=jax.nn.elu,

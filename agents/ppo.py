@@ -60,7 +60,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Callable, NamedTuple, Optional, Tuple
+from typing import Any, Callable, Dict, NamedTuple, Optional, Tuple
 
 import haiku as hk
 import jax
@@ -171,25 +171,59 @@ def minibatches(key, data, num_minibatches: int):
       lambda x: x[order].reshape((num_minibatches, -1) + x.shape[1:]), data)
 
 
+def _actor_network(c: Config, spec: EnvSpec) -> hk.Transformed:
+  return hk.without_apply_rng(hk.transform(
+      lambda o: networks.GaussianActor(
+          action_size=spec.action_size, hidden_sizes=c.hidden_sizes,
+          layer_norm=c.layer_norm, init_log_std=c.init_log_std,
+          obs_size=spec.obs_size, output_init_scale=0.01)(o)))
+
+
+def _observe(c: Config, stats: buffers.NormalizerState, obs):
+  """Observations as the networks see them (standardised if configured)."""
+  if not c.normalize_observations:
+    return obs
+  return buffers.normalize(stats, obs, clip=c.obs_clip)
+
+
+def policy_params(state: State) -> Dict[str, Any]:
+  """What acting needs from a trained state (for exported policies).
+
+  The actor's parameters and the observation statistics it standardises with.
+  """
+  return {'actor': state.actor, 'obs_stats': state.obs_stats._asdict()}
+
+
+def make_policy(config: Config, spec: EnvSpec):
+  """The deterministic policy alone: `apply(params, obs) -> action`.
+
+  Builds only the actor (no value network, no optimiser), for exported
+  bundles (`roxie.load_policy`); `params` is `policy_params(state)`. The
+  observations are standardised inside, and the action is the one
+  `act(state, obs, key, explore=False)` takes: the mean, clipped to [-1, 1].
+  """
+  actor = _actor_network(config, spec)
+
+  def apply(params, obs):
+    stats = buffers.NormalizerState(**params['obs_stats'])
+    obs = _observe(config, stats, obs)
+    return jnp.clip(actor.apply(params['actor'], obs).mode(), -1., 1.)
+
+  return apply
+
+
 def make(config: Config, spec: EnvSpec) -> Recipe:
   """Builds the PPO recipe for environments of `spec`."""
   c = config
   actor_opt = _optimizer(c.max_grad_norm)
   critic_opt = _optimizer(c.max_grad_norm)
-  actor = hk.without_apply_rng(hk.transform(
-      lambda o: networks.GaussianActor(
-          action_size=spec.action_size, hidden_sizes=c.hidden_sizes,
-          layer_norm=c.layer_norm, init_log_std=c.init_log_std,
-          obs_size=spec.obs_size, output_init_scale=0.01)(o)))
+  actor = _actor_network(c, spec)
   critic = hk.without_apply_rng(hk.transform(
       lambda o: networks.ValueNetwork(
           hidden_sizes=c.hidden_sizes, layer_norm=c.layer_norm,
           obs_size=spec.obs_size, output_init_scale=1.)(o)))
 
-  def observe(stats, obs):
-    if not c.normalize_observations:
-      return obs
-    return buffers.normalize(stats, obs, clip=c.obs_clip)
+  observe = functools.partial(_observe, c)
 
   def policy(params, stats, obs):
     dist = actor.apply(params, observe(stats, obs))

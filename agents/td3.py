@@ -83,6 +83,29 @@ def _optimizer(lr: float, max_grad_norm: Optional[float]):
       optax.clip_by_global_norm(max_grad_norm), adam)
 
 
+def _actor_network(c: Config, spec: EnvSpec) -> hk.Transformed:
+  return hk.without_apply_rng(hk.transform(
+      lambda o: networks.DeterministicActor(
+          action_size=spec.action_size, hidden_sizes=c.hidden_sizes,
+          layer_norm=c.layer_norm, obs_size=spec.obs_size)(o)))
+
+
+def policy_params(state: State) -> hk.Params:
+  """What acting needs from a trained state (for exported policies)."""
+  return {'actor': state.actor}
+
+
+def make_policy(config: Config, spec: EnvSpec):
+  """The deterministic policy alone: `apply(params, obs) -> action`.
+
+  Builds only the actor (no critic, no optimiser), for exported bundles
+  (`roxie.load_policy`); `params` is `policy_params(state)` and the action
+  is the one `act(state, obs, key, explore=False)` takes (no noise).
+  """
+  actor = _actor_network(config, spec)
+  return lambda params, obs: actor.apply(params['actor'], obs).action
+
+
 def make(config: Config, spec: EnvSpec) -> Recipe:
   """Builds the TD3 recipe for environments of `spec`."""
   c = config
@@ -94,10 +117,7 @@ def make(config: Config, spec: EnvSpec) -> Recipe:
                                       c.noise_decay_updates)
   noise = buffers.gaussian_noise(stddev=noise_std)
 
-  actor = hk.without_apply_rng(hk.transform(
-      lambda o: networks.DeterministicActor(
-          action_size=spec.action_size, hidden_sizes=c.hidden_sizes,
-          layer_norm=c.layer_norm, obs_size=spec.obs_size)(o)))
+  actor = _actor_network(c, spec)
   critic = hk.without_apply_rng(hk.transform(
       lambda o, a: networks.TwinQCritic(
           hidden_sizes=c.hidden_sizes, layer_norm=c.layer_norm,

@@ -14,9 +14,13 @@ from roxie import envs, losses, loops, networks
 from roxie.types import Recipe, ReplaySpec
 
 
-def make(spec, *, lr=3e-4, tau=0.005, noise=0.2):
-  actor = hk.without_apply_rng(hk.transform(lambda o: networks.DeterministicActor(
+def _actor(spec):
+  return hk.without_apply_rng(hk.transform(lambda o: networks.DeterministicActor(
       action_size=spec.action_size, hidden_sizes=(64, 64))(o).action))
+
+
+def make(spec, *, lr=3e-4, tau=0.005, noise=0.2):
+  actor = _actor(spec)
   critic = hk.without_apply_rng(hk.transform(lambda o, a: networks.TwinQCritic(
       hidden_sizes=(64, 64))(o, a)))
   opt = optax.adam(lr)
@@ -56,6 +60,17 @@ def make(spec, *, lr=3e-4, tau=0.005, noise=0.2):
                                   discount=0.99),
                 steps_per_iteration=1, updates_per_iteration=2,
                 warmup_steps=1_000)
+
+
+# The policy hooks `roxie export` looks for: what acting needs from the state,
+# and the deterministic policy (act(..., explore=False)) built from it alone.
+def policy_params(state):
+  return {'actor': state['params']['actor']}
+
+
+def make_policy(config, spec):
+  actor = _actor(spec)
+  return lambda params, obs: actor.apply(params['actor'], obs)
 
 
 if __name__ == '__main__':

@@ -17,16 +17,17 @@ The layout is one the Hugging Face hub serves as-is. Loading builds only the
 actor network from the agent's config (`roxie.networks`), never the recipe,
 its critics or optimisers.
 
-How an agent says what its policy is: a recipe module may define
+How an agent says what its policy is: every recipe module defines
 
   policy_params(state) -> nested dict of arrays   # what acting needs
   make_policy(config, spec) -> apply(params, obs) -> action
 
 where `apply` is the deterministic action `act(state, obs, key,
-explore=False)` takes, for observations [..., O]. Recipes that do not define
-them yet use the built-in equivalents below (`_BUILTIN`). Either way,
-`export_run` checks the exported policy against the recipe's own `act` on
-random observations and refuses to write a bundle that disagrees.
+explore=False)` takes, for observations [..., O] (normalised inside `apply`
+where the recipe normalises them). An agent without them cannot be exported
+(`policy_hooks` says which to add). `export_run` checks the exported policy
+against the recipe's own `act` on random observations and refuses to write a
+bundle that disagrees.
 """
 
 from __future__ import annotations
@@ -106,84 +107,25 @@ class Policy:
             f'action_size={self.spec.action_size})')
 
 
-def _deterministic_hooks():
-  from roxie import networks  # pylint: disable=g-import-not-at-top
-  import haiku as hk  # pylint: disable=g-import-not-at-top
-
-  def make_policy(c, spec):
-    actor = hk.without_apply_rng(hk.transform(
-        lambda o: networks.DeterministicActor(
-            action_size=spec.action_size, hidden_sizes=c.hidden_sizes,
-            layer_norm=c.layer_norm, obs_size=spec.obs_size)(o)))
-    return lambda params, obs: actor.apply(params['actor'], obs).action
-
-  return (lambda state: {'actor': state.actor}), make_policy
-
-
-def _mpo_hooks():
-  import haiku as hk  # pylint: disable=g-import-not-at-top
-  import jax  # pylint: disable=g-import-not-at-top
-  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
-  from roxie import networks  # pylint: disable=g-import-not-at-top
-
-  def make_policy(c, spec):
-    policy = hk.without_apply_rng(hk.transform(
-        lambda o: networks.GaussianActor(
-            action_size=spec.action_size, hidden_sizes=c.hidden_sizes,
-            activation=jax.nn.elu, layer_norm=c.layer_norm,
-            state_dependent_std=True, log_std_bounds=c.log_std_bounds,
-            obs_size=spec.obs_size)(o)))
-    return lambda params, obs: jnp.clip(
-        policy.apply(params['policy'], obs).mode(), -1., 1.)
-
-  return (lambda state: {'policy': state.policy}), make_policy
-
-
-def _ppo_hooks():
-  import haiku as hk  # pylint: disable=g-import-not-at-top
-  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
-  from roxie import buffers, networks  # pylint: disable=g-import-not-at-top
-
-  def policy_params(state):
-    return {'actor': state.actor, 'obs_stats': state.obs_stats._asdict()}
-
-  def make_policy(c, spec):
-    actor = hk.without_apply_rng(hk.transform(
-        lambda o: networks.GaussianActor(
-            action_size=spec.action_size, hidden_sizes=c.hidden_sizes,
-            layer_norm=c.layer_norm, init_log_std=c.init_log_std,
-            obs_size=spec.obs_size, output_init_scale=0.01)(o)))
-
-    def apply(params, obs):
-      if c.normalize_observations:
-        stats = buffers.NormalizerState(**params['obs_stats'])
-        obs = buffers.normalize(stats, obs, clip=c.obs_clip)
-      return jnp.clip(actor.apply(params['actor'], obs).mode(), -1., 1.)
-
-    return apply
-
-  return policy_params, make_policy
-
-
-# Stand-ins for recipes that do not define policy_params/make_policy yet. Each
-# mirrors its recipe's actor; export_run's parity check catches any drift.
-_BUILTIN = {'ddpg': _deterministic_hooks, 'td3': _deterministic_hooks,
-            'd4pg': _deterministic_hooks, 'td4': _deterministic_hooks,
-            'mpo': _mpo_hooks, 'ppo': _ppo_hooks}
+_HOOKS = ('policy_params', 'make_policy')
 
 
 def policy_hooks(agent: str, module: types.ModuleType
                  ) -> Tuple[Callable[[Any], Any], Callable[..., Callable]]:
-  """(policy_params, make_policy) for an agent: its own, else the built-in."""
-  own = (getattr(module, 'policy_params', None),
-         getattr(module, 'make_policy', None))
-  if all(own):
-    return own
-  if agent in _BUILTIN:
-    return _BUILTIN[agent]()
-  raise BundleError(
-      f'Agent {agent!r} defines no policy_params/make_policy, so its policy '
-      f'cannot be exported.')
+  """An agent module's (policy_params, make_policy), or a BundleError."""
+  missing = [n for n in _HOOKS if not callable(getattr(module, n, None))]
+  if missing:
+    where = getattr(module, '__file__', None) or module.__name__
+    raise BundleError(
+        f'Agent {agent!r} ({where}) does not define '
+        f'{" and ".join(missing)}, so its policy cannot be exported. Add two '
+        'module-level functions next to its make():\n'
+        '  policy_params(state) -> dict of arrays (what acting needs, e.g. '
+        "{'actor': state.actor})\n"
+        '  make_policy(config, spec) -> apply(params, obs) -> action (the '
+        'deterministic action act(state, obs, key, explore=False) takes, '
+        'observations normalised inside apply where the agent normalises)')
+  return module.policy_params, module.make_policy
 
 
 def _flatten(tree: Mapping[str, Any], prefix: str = '') -> Dict[str, Any]:

@@ -167,19 +167,29 @@ def test_bad_bundles_fail_clearly(tiny_run, bundle, tmp_path):
 
 @pytest.mark.parametrize('agent', agents.AGENTS)
 def test_every_agent_exports_a_policy_matching_its_act(agent, tmp_path):
-  """policy_params/make_policy (own or built-in) agree with recipe.act."""
+  """Each recipe's own policy_params/make_policy agree with its act."""
   module = agents.get_agent(agent)
+  # The recipe defines the hooks itself (export has no stand-ins).
+  assert export.policy_hooks(agent, module) == (module.policy_params,
+                                                module.make_policy)
   fields = {f for f in module.Config.__dataclass_fields__}
-  overrides = {k: v for k, v in TINY.items() if k in fields}
+  overrides = {k: v for k, v in dict(TINY, hidden_sizes=(8,)).items()
+               if k in fields}
   cfg = config_lib.apply_overrides(module.Config(), overrides)
   spec = envs.make('PendulumSwingup', num_envs=1, nthread=1).spec
   recipe = module.make(cfg, spec)
   state = recipe.init(jax.random.PRNGKey(3), spec)
-  # A state whose outputs are not all ~0 (fresh heads start tiny).
+  # A state whose outputs are not all ~0 (fresh heads start tiny), and for
+  # PPO observation statistics that are not the identity.
   state = jax.tree.map(
       lambda x: x + 0.05 * jax.random.normal(jax.random.PRNGKey(1), x.shape,
                                              x.dtype)
       if jax.numpy.issubdtype(x.dtype, jax.numpy.floating) else x, state)
+  if agent == 'ppo':
+    from roxie import buffers  # pylint: disable=g-import-not-at-top
+    state = state._replace(obs_stats=buffers.normalizer_update(
+        state.obs_stats, 2. + 3. * jax.random.normal(
+            jax.random.PRNGKey(2), (64, spec.obs_size))))
   run_dir = tmp_path / 'run'
   run_dir.mkdir()
   (run_dir / 'config.json').write_text(json.dumps(
@@ -187,9 +197,55 @@ def test_every_agent_exports_a_policy_matching_its_act(agent, tmp_path):
        'num_envs': 1, 'steps': 0, 'seed': 0, 'env_options': {},
        'config': config_lib.to_dict(cfg)}))
   run_lib.save_agent_state(str(run_dir / run_lib.STATE_FILE), state)
-  policy = export.policy_from_run(str(run_dir))  # Checks against act.
+  policy = export.policy_from_run(str(run_dir))  # Also checks against act.
   assert policy.agent == agent
   assert all(isinstance(v, dict) for v in policy.params.values())
+  assert ('obs_stats' in policy.params) == (agent == 'ppo')
+  obs = 2. + 3. * np.random.default_rng(5).normal(size=(4, spec.obs_size))
+  expected, _ = recipe.act(state, obs, jax.random.PRNGKey(0), explore=False)
+  got = policy(obs)
+  np.testing.assert_allclose(got, expected, atol=1e-6)
+  assert np.ptp(np.asarray(got)) > 1e-3  # Not a constant policy.
+  # Only the policy's parameters travel (no critic or optimiser state).
+  n_policy = sum(np.size(x) for x in jax.tree.leaves(policy.params))
+  assert n_policy < sum(np.size(x) for x in jax.tree.leaves(state)) / 2
+
+
+def test_an_agent_without_hooks_gets_told_what_to_add(tmp_path, monkeypatch,
+                                                     capsys):
+  import types  # pylint: disable=g-import-not-at-top
+  module = types.ModuleType('my_agent')
+  module.make = lambda config, spec: None
+  with pytest.raises(export.BundleError) as err:
+    export.policy_hooks('my_agent', module)
+  message = str(err.value)
+  assert "'my_agent'" in message
+  assert 'policy_params(state)' in message
+  assert 'make_policy(config, spec)' in message
+  module.policy_params = lambda state: {'actor': state}
+  with pytest.raises(export.BundleError, match='does not define make_policy,'):
+    export.policy_hooks('my_agent', module)
+  # Through `roxie export`: a run of such an agent fails with that message.
+  sac = agents.get_agent('sac')
+  hookless = types.ModuleType('sac')
+  for name in ('Config', 'make'):
+    setattr(hookless, name, getattr(sac, name))
+  monkeypatch.setattr(agents, 'get_agent', lambda name: hookless)
+  cfg = config_lib.apply_overrides(sac.Config(), {'hidden_sizes': (8,)})
+  spec = envs.make('PendulumSwingup', num_envs=1, nthread=1).spec
+  state = sac.make(cfg, spec).init(jax.random.PRNGKey(0), spec)
+  run_dir = tmp_path / 'run'
+  run_dir.mkdir()
+  (run_dir / 'config.json').write_text(json.dumps(
+      {'agent': 'sac', 'task': 'PendulumSwingup', 'backend': 'cpu',
+       'num_envs': 1, 'steps': 0, 'seed': 0, 'env_options': {},
+       'config': config_lib.to_dict(cfg)}))
+  run_lib.save_agent_state(str(run_dir / run_lib.STATE_FILE), state)
+  code, _, err = _run(capsys, 'export', '--run', str(run_dir), '--to',
+                      str(tmp_path / 'bundle'))
+  assert code == 2
+  assert 'does not define policy_params and make_policy' in err, err
+  assert not (tmp_path / 'bundle').exists()
 
 
 @pytest.mark.parametrize('name', export.shipped_policies())
