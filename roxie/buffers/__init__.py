@@ -17,6 +17,7 @@ from roxie.buffers.normalizer import normalizer_init
 from roxie.buffers.normalizer import normalizer_merge
 from roxie.buffers.normalizer import normalizer_update
 from roxie.buffers.normalizer import NormalizerState
+from roxie.buffers.replay import FrameStore
 from roxie.buffers.replay import replay_add
 from roxie.buffers.replay import replay_can_sample
 from roxie.buffers.replay import replay_init
@@ -33,6 +34,7 @@ from roxie.buffers.rollout import RolloutState
 
 __all__ = (
     'ExplorationNoise',
+    'FrameStore',
     'gaussian_noise',
     'linear_schedule',
     'NoiseState',

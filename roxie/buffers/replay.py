@@ -24,31 +24,74 @@ episodes and R = 10^5 rows that is 101 slots, about 0.1% of the ring. All
 envs write the same slot on a given row, each only where it truncated, so no
 per-row index is stored, and the slot of a row follows from its position.
 
+Dict observations (pixels). With `obs_shapes`, observations are dicts (see
+`roxie.types.EnvSpec.obs_shapes`) whose image entries (uint8 [H, W, C * S]:
+'pixels', 'depth') stack S frames along channels, oldest first. Consecutive
+stacks of one episode share S - 1 frames, so a row keeps only the newest
+frame of each image entry (uint8 [H, W, C]), the vector entries whole, and a
+uint8 counter of the steps since its episode began. `replay_sample` rebuilds
+a stack from the rows before it in the same env: frame j back (j < S) comes
+from row t - min(j, episode_step[t]), which repeats the episode's first frame
+before its start, as environments fill the stack on reset. The side store
+keeps the newest frame of a truncation's final stack; its older frames are
+the newest S - 1 frames of the stack at the truncated row. Once the ring has
+wrapped, its oldest S - 1 rows may have lost the rows they need, and are not
+sampled. Per stored step this costs one frame per image entry plus the
+vectors and 1 byte; flat observations keep the layout above unchanged.
+
 Every function here is pure and jit/scan friendly with static shapes; `add`
 writes in place under `jax.jit(..., donate_argnums=0)`.
 """
 
+import dataclasses
 import math
-from typing import NamedTuple
+from typing import Any, Dict, NamedTuple, Optional, Sequence, Tuple
 
 import chex
 import jax
 import jax.numpy as jnp
 
+import numpy as np
+
 from roxie import types
 from roxie.losses import multistep
 
 Array = chex.Array
+# The counter of steps since the episode start saturates here (uint8); only
+# min(counter, S - 1) is ever used.
+_MAX_EPISODE_STEP = 255
+
+
+@dataclasses.dataclass(frozen=True)
+class FrameStore:
+  """Dict observations in the ring: image entries keep their newest frame.
+
+  A pytree (`frame_stack` is static); it takes the place of the [R, B, O]
+  observation array in `ReplayState.obs`.
+  """
+  # [R, B, H, W, C] newest frame of each image entry; [R, B, ...] the others.
+  obs: Dict[str, Array]
+  episode_step: Array  # [R, B] uint8 steps since the episode's first row.
+  frame_stack: int = 1  # S, frames per stacked image entry (static).
+
+
+jax.tree_util.register_dataclass(FrameStore, data_fields=['obs',
+                                                          'episode_step'],
+                                 meta_fields=['frame_stack'])
 
 
 class ReplayState(NamedTuple):
-  """The ring's arrays. R rows (time) by B envs; S side-store slots."""
-  obs: Array  # [R, B, O] observation acted on at each row.
+  """The ring's arrays. R rows (time) by B envs; S side-store slots.
+
+  With dict observations `obs` is a `FrameStore` and `final_obs` a dict of
+  [S, B, ...] entries (the newest frame of image entries).
+  """
+  obs: Any  # [R, B, O] observation acted on at each row (or a FrameStore).
   action: Array  # [R, B, A] action taken there.
   reward: Array  # [R, B] float32 reward of that step.
   terminated: Array  # [R, B] bool: the step reached a terminal state.
   truncated: Array  # [R, B] bool: the step hit the time limit.
-  final_obs: Array  # [S, B, O] true next observation of truncated rows.
+  final_obs: Any  # [S, B, O] true next observation of truncated rows.
   cursor: Array  # [] int32 row the next `add` writes (rows written mod R).
   size: Array  # [] int32 rows holding data, at most R.
   clock: Array  # [] int32 rows written mod (D * S): picks side-store slots.
@@ -69,6 +112,19 @@ def _side_store_geometry(rows: int, num_slots: int):
   return block, block * num_slots
 
 
+def _is_image(shape: Sequence[int], dtype: Any) -> bool:
+  # As roxie.networks.is_image (not imported: buffers do not need haiku).
+  return len(tuple(shape)) == 3 and np.dtype(dtype) == np.uint8
+
+
+def _frame_shape(key: str, shape: Tuple[int, ...], frame_stack: int):
+  if shape[-1] % frame_stack:
+    raise ValueError(
+        f'Observation {key!r} of shape {shape} does not stack {frame_stack} '
+        'frames along its last axis.')
+  return shape[:-1] + (shape[-1] // frame_stack,)
+
+
 def replay_init(*,
                 capacity: int,
                 num_envs: int,
@@ -76,20 +132,27 @@ def replay_init(*,
                 action_size: int,
                 episode_length: int,
                 obs_dtype: jnp.dtype = jnp.float32,
-                action_dtype: jnp.dtype = jnp.float32) -> ReplayState:
+                action_dtype: jnp.dtype = jnp.float32,
+                obs_shapes: Optional[Sequence[Tuple[str, Tuple[int, ...],
+                                                    str]]] = None,
+                frame_stack: int = 1) -> ReplayState:
   """Allocates an empty replay ring.
 
   Args:
     capacity: transitions to hold, all envs together; the ring keeps
       R = capacity // num_envs rows.
     num_envs: B, the number of parallel environments that each `add` writes.
-    obs_size: O.
+    obs_size: O (ignored with `obs_shapes`).
     action_size: A.
     episode_length: the time limit L. Truncations of one env must be at least
       L steps apart (true for a time limit, whatever the terminations); it
       sizes the side store.
-    obs_dtype: storage dtype of observations.
+    obs_dtype: storage dtype of flat observations.
     action_dtype: storage dtype of actions.
+    obs_shapes: for dict observations, the env spec's ((key, per-env shape,
+      dtype name), ...); image entries (uint8 [H, W, C * S]) store one frame
+      per row (see the module docstring). None: flat [O] observations.
+    frame_stack: S, the frames stacked in each image entry.
 
   Returns:
     A `ReplayState` of zeros.
@@ -102,26 +165,81 @@ def replay_init(*,
   if episode_length < 1:
     raise ValueError(f'episode_length must be positive, got {episode_length}.')
   num_slots = _num_slots(rows, episode_length)
+  if obs_shapes is None:
+    obs = jnp.zeros((rows, num_envs, obs_size), obs_dtype)
+    final_obs = jnp.zeros((num_slots, num_envs, obs_size), obs_dtype)
+  else:
+    if not 1 <= frame_stack <= _MAX_EPISODE_STEP:
+      raise ValueError(f'frame_stack must be in 1..{_MAX_EPISODE_STEP}, got '
+                       f'{frame_stack}.')
+    entries, side = {}, {}
+    for key, shape, dtype in obs_shapes:
+      shape = tuple(int(d) for d in shape)
+      if _is_image(shape, dtype):
+        shape = _frame_shape(key, shape, frame_stack)
+      entries[key] = jnp.zeros((rows, num_envs) + shape, dtype)
+      side[key] = jnp.zeros((num_slots, num_envs) + shape, dtype)
+    if not entries:
+      raise ValueError('obs_shapes is empty.')
+    obs = FrameStore(obs=entries,
+                     episode_step=jnp.zeros((rows, num_envs), jnp.uint8),
+                     frame_stack=int(frame_stack))
+    final_obs = side
   return ReplayState(
-      obs=jnp.zeros((rows, num_envs, obs_size), obs_dtype),
+      obs=obs,
       action=jnp.zeros((rows, num_envs, action_size), action_dtype),
       reward=jnp.zeros((rows, num_envs), jnp.float32),
       terminated=jnp.zeros((rows, num_envs), bool),
       truncated=jnp.zeros((rows, num_envs), bool),
-      final_obs=jnp.zeros((num_slots, num_envs, obs_size), obs_dtype),
+      final_obs=final_obs,
       cursor=jnp.zeros((), jnp.int32),
       size=jnp.zeros((), jnp.int32),
       clock=jnp.zeros((), jnp.int32))
 
 
-def replay_add(state: ReplayState, obs: Array, action: Array,
+def _newest_frames(store: FrameStore, obs: Any, what: str) -> Dict[str, Array]:
+  """A dict observation [B, ...] as a row stores it (images: newest frame)."""
+  if not isinstance(obs, dict) and not hasattr(obs, 'keys'):
+    raise ValueError(f'replay_add: this ring stores dict observations; {what} '
+                     f'is a {type(obs).__name__}.')
+  if set(obs.keys()) != set(store.obs):
+    raise ValueError(f'replay_add: {what} has keys {sorted(obs.keys())}, the '
+                     f'ring stores {sorted(store.obs)}.')
+  out = {}
+  for key, stored in store.obs.items():
+    x = jnp.asarray(obs[key])
+    per_row = stored.shape[1:]
+    image = _is_image(stored.shape[2:], stored.dtype)
+    frame = per_row[-1]
+    expected = (per_row[:-1] + (frame * store.frame_stack,) if image
+                else per_row)
+    if x.shape != expected:
+      raise ValueError(
+          f'replay_add: {what}[{key!r}] has shape {x.shape}, expected '
+          f'{expected}.')
+    out[key] = x[..., -frame:] if image else x
+  return out
+
+
+def _write_side(side, slot, value, truncated):
+  """Overwrites slot `slot` of side-store leaves, only where truncated."""
+  def one(store, new):
+    kept = jax.lax.dynamic_index_in_dim(store, slot, keepdims=False)
+    mask = jnp.reshape(truncated, truncated.shape + (1,) * (kept.ndim - 1))
+    merged = jnp.where(mask, new.astype(kept.dtype), kept)
+    return jax.lax.dynamic_update_index_in_dim(store, merged, slot, axis=0)
+  return jax.tree.map(one, side, value)
+
+
+def replay_add(state: ReplayState, obs: Any, action: Array,
                timestep: types.TimeStep) -> ReplayState:
   """Writes one row: B envs' observations, actions and the step they led to.
 
   Args:
     state: the ring.
     obs: [B, O] the observations the actions were taken from (the previous
-      `TimeStep.obs`, or the reset observations).
+      `TimeStep.obs`, or the reset observations); a dict of [B, ...] entries
+      for a ring of dict observations.
     action: [B, A] the actions taken.
     timestep: what the environment's `step` returned for these actions; its
       reward, flags and (where truncated) `final_obs` are stored.
@@ -129,35 +247,54 @@ def replay_add(state: ReplayState, obs: Array, action: Array,
   Returns:
     The updated ring; the oldest row is overwritten once it is full.
   """
-  rows, num_envs, obs_size = state.obs.shape
-  action_size = state.action.shape[-1]
-  chex.assert_shape(obs, (num_envs, obs_size))
+  rows, num_envs, action_size = state.action.shape
   chex.assert_shape(action, (num_envs, action_size))
   chex.assert_shape([timestep.reward, timestep.terminated, timestep.truncated],
                     (num_envs,))
-  chex.assert_shape(timestep.final_obs, (num_envs, obs_size))
 
   def write(store, row, value):
     return jax.lax.dynamic_update_index_in_dim(
         store, value.astype(store.dtype), row, axis=0)
 
-  num_slots = state.final_obs.shape[0]
+  row = state.cursor
+  truncated = timestep.truncated.astype(bool)
+  if isinstance(state.obs, FrameStore):
+    store = state.obs
+    new = _newest_frames(store, obs, 'obs')
+    final = _newest_frames(store, timestep.final_obs, 'timestep.final_obs')
+    for key, x in new.items():
+      chex.assert_shape([x, final[key]], store.obs[key].shape[1:])
+    # Steps since the episode began: 0 on the ring's first row and after a
+    # row whose step ended the episode (the env reset inside `step`).
+    prev = (row - 1) % rows
+    prev_ended = state.terminated[prev] | state.truncated[prev]
+    prev_step = store.episode_step[prev].astype(jnp.int32)
+    episode_step = jnp.where(
+        (state.size == 0) | prev_ended, 0,
+        jnp.minimum(prev_step + 1, _MAX_EPISODE_STEP))
+    new_obs = FrameStore(
+        obs={k: write(store.obs[k], row, new[k]) for k in store.obs},
+        episode_step=write(store.episode_step, row, episode_step),
+        frame_stack=store.frame_stack)
+  else:
+    obs_size = state.obs.shape[-1]
+    chex.assert_shape(obs, (num_envs, obs_size))
+    chex.assert_shape(timestep.final_obs, (num_envs, obs_size))
+    new_obs = write(state.obs, row, obs)
+    final = timestep.final_obs
+
+  num_slots = jax.tree.leaves(state.final_obs)[0].shape[0]
   block, period = _side_store_geometry(rows, num_slots)
   slot = state.clock // block
-  truncated = timestep.truncated.astype(bool)
   # Only truncated envs overwrite their slot; the others keep what is there,
   # which a live truncated row of theirs may still need.
-  kept = jax.lax.dynamic_index_in_dim(state.final_obs, slot, keepdims=False)
-  side = jnp.where(truncated[:, None], timestep.final_obs.astype(kept.dtype),
-                   kept)
-  row = state.cursor
   return ReplayState(
-      obs=write(state.obs, row, obs),
+      obs=new_obs,
       action=write(state.action, row, action),
       reward=write(state.reward, row, timestep.reward),
       terminated=write(state.terminated, row, timestep.terminated),
       truncated=write(state.truncated, row, truncated),
-      final_obs=write(state.final_obs, slot, side),
+      final_obs=_write_side(state.final_obs, slot, final, truncated),
       cursor=(row + 1) % rows,
       size=jnp.minimum(state.size + 1, rows),
       clock=(state.clock + 1) % period)
@@ -169,21 +306,96 @@ def replay_size(state: ReplayState) -> Array:
   Sampling needs more than the newest n rows of every env: test with
   `replay_can_sample`, not with this count.
   """
-  return state.size * state.obs.shape[1]
+  return state.size * state.action.shape[1]
+
+
+def _history(state: ReplayState) -> Array:
+  """[] int32 oldest rows that cannot be sampled: their stacks' rows are gone."""
+  if not isinstance(state.obs, FrameStore):
+    return jnp.zeros((), jnp.int32)
+  rows = state.action.shape[0]
+  # Before the ring wraps, its oldest row is the stream's first (a reset).
+  return jnp.where(state.size >= rows, state.obs.frame_stack - 1,
+                   0).astype(jnp.int32)
 
 
 def replay_num_sampleable(state: ReplayState, *, n_step: int) -> Array:
   """[] int32 rows per env that start a complete n-step window.
 
   The newest n rows are excluded: the observation n rows after them is not in
-  the ring yet. `replay_sample` needs this to be at least 1.
+  the ring yet. With dict observations, so are the oldest S - 1 rows once the
+  ring has wrapped (their frame stacks reach into overwritten rows).
+  `replay_sample` needs this to be at least 1.
   """
-  return jnp.maximum(state.size - n_step, 0)
+  return jnp.maximum(state.size - n_step - _history(state), 0)
 
 
 def replay_can_sample(state: ReplayState, *, n_step: int) -> Array:
   """[] bool: whether `replay_sample` with this n_step returns real data."""
   return replay_num_sampleable(state, n_step=n_step) > 0
+
+
+def _stack_frames(frames: Array, rows: Array, env: Array, back: Array):
+  """Gathers [N, S] frames (rows - back) and stacks them along channels.
+
+  Args:
+    frames: [R, B, H, W, C] stored frames.
+    rows: [N] the row of the newest frame.
+    env: [N] envs.
+    back: [N, S] steps back of each frame, oldest first.
+
+  Returns:
+    [N, H, W, S * C], frame j's channels at j * C .. (j + 1) * C - 1.
+  """
+  num_rows = frames.shape[0]
+  src = (rows[:, None] - back) % num_rows
+  picked = frames[src, env[:, None]]  # [N, S, H, W, C]
+  n, s = picked.shape[:2]
+  picked = jnp.moveaxis(picked, 1, -2)  # [N, H, W, S, C]
+  return jnp.reshape(picked, (n,) + picked.shape[1:-2] + (s * picked.shape[-1],))
+
+
+def _stacked_obs(store: FrameStore, row: Array, env: Array) -> Dict[str, Array]:
+  """The dict observation of rows [N] of envs [N], image stacks rebuilt."""
+  s = store.frame_stack
+  steps = store.episode_step[row, env].astype(jnp.int32)
+  back = jnp.minimum(jnp.arange(s - 1, -1, -1)[None, :], steps[:, None])
+  out = {}
+  for key, stored in store.obs.items():
+    if _is_image(stored.shape[2:], stored.dtype) and s > 1:
+      out[key] = _stack_frames(stored, row, env, back)
+    else:
+      out[key] = stored[row, env]
+  return out
+
+
+def _next_stacked_obs(store: FrameStore, side: Dict[str, Array], row: Array,
+                      env: Array, slot: Array,
+                      truncated: Array) -> Dict[str, Array]:
+  """The observation after rows [N]: the next row's, or the truncation's.
+
+  Both stacks' older S - 1 frames are the newest S - 1 frames of the stack at
+  `row` (the next row continues its episode); only the newest frame differs:
+  the next row's, or the side store's where the step truncated. (After a
+  termination this gives a finite stack that is never bootstrapped from.)
+  """
+  s = store.frame_stack
+  rows = store.episode_step.shape[0]
+  next_row = (row + 1) % rows
+  steps = store.episode_step[row, env].astype(jnp.int32)
+  # Frames 1..S-1 back from the next step: 0..S-2 back from `row`.
+  back = jnp.minimum(jnp.arange(s - 2, -1, -1)[None, :], steps[:, None])
+  out = {}
+  for key, stored in store.obs.items():
+    mask = jnp.reshape(truncated, truncated.shape + (1,) *
+                       (stored.ndim - 2))
+    newest = jnp.where(mask, side[key][slot, env], stored[next_row, env])
+    if _is_image(stored.shape[2:], stored.dtype) and s > 1:
+      older = _stack_frames(stored, row, env, back)
+      out[key] = jnp.concatenate([older, newest], axis=-1)
+    else:
+      out[key] = newest
+  return out
 
 
 def replay_sample(state: ReplayState, key: chex.PRNGKey, *, batch_size: int,
@@ -196,7 +408,8 @@ def replay_sample(state: ReplayState, key: chex.PRNGKey, *, batch_size: int,
   there, and the bootstrap discount is gamma^k (0 after a termination). The
   bootstrap observation is the next row's observation, the stored final
   observation when the window ended on a truncation, and the (finite, unused)
-  reset observation when it ended on a termination.
+  reset observation when it ended on a termination. Dict observations come
+  back as dicts of [N, ...] entries with their frame stacks rebuilt.
 
   Requires `replay_can_sample(state, n_step=n_step)`; before that, rows of
   zeros come back.
@@ -213,15 +426,16 @@ def replay_sample(state: ReplayState, key: chex.PRNGKey, *, batch_size: int,
   """
   if n_step < 1:
     raise ValueError(f'n_step must be at least 1, got {n_step}.')
-  rows, num_envs, _ = state.obs.shape
-  num_slots = state.final_obs.shape[0]
+  rows, num_envs, _ = state.action.shape
+  num_slots = jax.tree.leaves(state.final_obs)[0].shape[0]
   block, period = _side_store_geometry(rows, num_slots)
 
   row_key, env_key = jax.random.split(key)
   num_valid = replay_num_sampleable(state, n_step=n_step)
-  # Age 0 is the oldest stored row; ages [0, num_valid) start whole windows.
-  age = jax.random.randint(row_key, (batch_size,), 0,
-                           jnp.maximum(num_valid, 1))
+  # Age 0 is the oldest stored row; ages [history, history + num_valid)
+  # start whole windows.
+  age = _history(state) + jax.random.randint(row_key, (batch_size,), 0,
+                                             jnp.maximum(num_valid, 1))
   env = jax.random.randint(env_key, (batch_size,), 0, num_envs)
   oldest = state.cursor - state.size  # Row of age 0 (mod R).
   window = age[:, None] + jnp.arange(n_step)[None, :]  # [N, n] ages.
@@ -241,11 +455,17 @@ def replay_sample(state: ReplayState, key: chex.PRNGKey, *, batch_size: int,
   truncated_last = state.truncated[last_row, env]
   # Absolute row index mod (D * S) of the last step gives its side slot.
   slot = ((state.clock - state.size + last_age) % period) // block
-  next_obs = jnp.where(truncated_last[:, None], state.final_obs[slot, env],
-                       state.obs[(last_row + 1) % rows, env])
   first_row = (oldest + age) % rows
+  if isinstance(state.obs, FrameStore):
+    obs = _stacked_obs(state.obs, first_row, env)
+    next_obs = _next_stacked_obs(state.obs, state.final_obs, last_row, env,
+                                 slot, truncated_last)
+  else:
+    obs = state.obs[first_row, env]
+    next_obs = jnp.where(truncated_last[:, None], state.final_obs[slot, env],
+                         state.obs[(last_row + 1) % rows, env])
   return types.Transition(
-      obs=state.obs[first_row, env],
+      obs=obs,
       action=state.action[first_row, env],
       reward=folded.reward,
       discount=folded.discount,
