@@ -17,6 +17,7 @@ from roxie.buffers.normalizer import normalizer_init
 from roxie.buffers.normalizer import normalizer_merge
 from roxie.buffers.normalizer import normalizer_update
 from roxie.buffers.normalizer import NormalizerState
+from roxie.buffers.normalizer import observation_normalizer_init
 from roxie.buffers.replay import FrameStore
 from roxie.buffers.replay import replay_add
 from roxie.buffers.replay import replay_can_sample
@@ -44,6 +45,7 @@ __all__ = (
     'normalizer_merge',
     'normalizer_update',
     'NormalizerState',
+    'observation_normalizer_init',
     'ornstein_uhlenbeck_noise',
     'ou_stationary_stddev',
     'replay_add',

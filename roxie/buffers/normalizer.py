@@ -24,9 +24,14 @@ Two things go wrong in plain float32 over a long run, and are avoided here:
   TwoSum (compensated summation), which carries ~48 significant bits.
 
 Like optax's stateful pieces these are pure functions over a NamedTuple.
+
+Dict observations (pixels, see `roxie.types.EnvSpec.obs_shapes`) are
+normalised entry by entry: `observation_normalizer_init` keeps statistics for
+the float vector entries ('state', 'sensors') only, and `normalizer_update`
+and `normalize` pass every other entry (the uint8 images) through untouched.
 """
 
-from typing import NamedTuple, Optional
+from typing import Any, Dict, NamedTuple, Optional, Union
 
 import chex
 import jax
@@ -60,6 +65,39 @@ def normalizer_init(size: int) -> NormalizerState:
   return NormalizerState(count=jnp.zeros((2,), jnp.int32), mean=zeros,
                          mean_lo=zeros, var=jnp.ones((size,), jnp.float32),
                          var_lo=zeros)
+
+
+def observation_normalizer_init(
+    spec: Any) -> Union[NormalizerState, Dict[str, NormalizerState]]:
+  """Statistics for an environment's observations (a `roxie.types.EnvSpec`).
+
+  Flat observations get one `NormalizerState` of `spec.obs_size`. Dict
+  observations get a dict of them, one per float vector entry (rank-1
+  per-env shape, e.g. 'state' and 'sensors'); images are never normalised.
+
+  Args:
+    spec: the environment's spec (`obs_size`, `obs_shapes`).
+
+  Returns:
+    A `NormalizerState`, or a dict of them keyed like the observation.
+  """
+  shapes = getattr(spec, 'obs_shapes', None)
+  if shapes is None:
+    return normalizer_init(spec.obs_size)
+  return {key: normalizer_init(int(shape[0])) for key, shape, dtype in shapes
+          if len(shape) == 1 and jnp.issubdtype(jnp.dtype(dtype), jnp.floating)}
+
+
+def _by_entry(state, batch, fn):
+  """fn(state[k], batch[k]) for each normalised entry; others pass through."""
+  if not hasattr(batch, 'keys'):
+    raise ValueError(f'These statistics are for dict observations (entries '
+                     f'{sorted(state)}), got a {type(batch).__name__}.')
+  missing = set(state) - set(batch.keys())
+  if missing:
+    raise ValueError(f'The observation has no {sorted(missing)} entries.')
+  return {k: fn(state[k], batch[k]) if k in state else batch[k]
+          for k in batch.keys()}
 
 
 def normalizer_count(state: NormalizerState) -> Array:
@@ -134,13 +172,18 @@ def normalizer_update(state: NormalizerState, batch: Array) -> NormalizerState:
   """Folds a batch of observations into the running statistics.
 
   Args:
-    state: the running statistics.
+    state: the running statistics (or a dict of them from
+      `observation_normalizer_init`, for dict observations).
     batch: [..., O] observations; all leading axes are samples (at most
-      2^30 - 1 of them per call).
+      2^30 - 1 of them per call). A dict observation for dict statistics:
+      only the entries with statistics are read.
 
   Returns:
     The updated statistics.
   """
+  if isinstance(state, dict):
+    updated = _by_entry(state, batch, normalizer_update)
+    return {k: updated[k] for k in state}
   size = state.mean.shape[0]
   chex.assert_axis_dimension(batch, -1, size)
   flat = jnp.reshape(batch, (-1, size)).astype(jnp.float32)
@@ -160,14 +203,18 @@ def normalize(state: NormalizerState, x: Array, *, epsilon: float = 1e-8,
   """Standardises observations with the running statistics.
 
   Args:
-    state: the running statistics.
-    x: [..., O] observations.
+    state: the running statistics (or a dict of them, for dict observations).
+    x: [..., O] observations (a dict with dict statistics: its entries with
+      statistics are standardised, the others, images, returned unchanged).
     epsilon: added to the variance, so constant features stay finite.
     clip: if given, the result is clipped to [-clip, clip].
 
   Returns:
     [..., O] (x - mean) / sqrt(var + epsilon), in x's dtype.
   """
+  if isinstance(state, dict):
+    return _by_entry(state, x, lambda s, v: normalize(
+        s, v, epsilon=epsilon, clip=clip))
   chex.assert_axis_dimension(x, -1, state.mean.shape[0])
   mean = jnp.broadcast_to(state.mean + state.mean_lo, x.shape)
   scale = jnp.broadcast_to(jax.lax.rsqrt(state.var + state.var_lo + epsilon),

@@ -118,3 +118,37 @@ def test_empty_batches_change_nothing():
 def test_wrong_feature_size_fails():
   with pytest.raises(AssertionError):
     buffers.normalizer_update(buffers.normalizer_init(2), jnp.zeros((3, 4)))
+
+
+def test_dict_observations_normalise_vectors_only():
+  from roxie.types import EnvSpec  # pylint: disable=g-import-not-at-top
+  spec = EnvSpec(task='Toy', obs_size=3, action_size=1,
+                 obs_names=(('x', 3),), control_timestep=0.01,
+                 episode_length=10,
+                 obs_shapes=(('pixels', (4, 4, 6), 'uint8'),
+                             ('sensors', (2,), 'float32'),
+                             ('state', (3,), 'float32')), frame_stack=2)
+  stats = buffers.observation_normalizer_init(spec)
+  assert sorted(stats) == ['sensors', 'state']
+  rng = np.random.default_rng(0)
+  batch = {'pixels': jnp.asarray(rng.integers(0, 256, (64, 4, 4, 6)),
+                                 jnp.uint8),
+           'sensors': jnp.asarray(5. + 2. * rng.standard_normal((64, 2)),
+                                  jnp.float32),
+           'state': jnp.asarray(-3. + rng.standard_normal((64, 3)),
+                                jnp.float32)}
+  stats = jax.jit(buffers.normalizer_update)(stats, batch)
+  np.testing.assert_allclose(stats['sensors'].mean,
+                             np.mean(batch['sensors'], 0), rtol=1e-5)
+  out = buffers.normalize(stats, batch)
+  # Images pass through untouched, in uint8.
+  assert out['pixels'].dtype == jnp.uint8
+  np.testing.assert_array_equal(out['pixels'], batch['pixels'])
+  for key in ('sensors', 'state'):
+    np.testing.assert_allclose(np.mean(out[key], 0), 0., atol=1e-4)
+    np.testing.assert_allclose(np.std(out[key], 0), 1., atol=1e-3)
+  # Flat specs keep one state for the whole vector.
+  flat = buffers.observation_normalizer_init(spec._replace(obs_shapes=None))
+  assert isinstance(flat, buffers.NormalizerState) and flat.mean.shape == (3,)
+  with pytest.raises(ValueError, match='for dict observations'):
+    buffers.normalize(stats, batch['state'])
