@@ -5,6 +5,17 @@
 
 The whole agent is the three functions at the bottom of `make`: `init`,
 `act` and `update`; everything else is a roxie primitive.
+
+From pixels. With dict observations (an env made with `pixels=PixelSpec(...)`)
+the recipe follows DrQ ("Image Augmentation Is All You Need", Kostrikov et
+al., 2020, https://arxiv.org/abs/2004.13649) and SAC-AE (Yarats et al., 2019,
+https://arxiv.org/abs/1910.01741): a conv encoder (`networks.SharedEncoder`)
+belongs to the critic and is trained by the critic loss only (its parameters
+are `critic['encoder']`, the Q-heads' `critic['q']`; the target critic keeps
+a target encoder, averaged with `encoder_tau`), the actor acts on its
+features through a stop-gradient, and sampled observations and next
+observations are randomly shifted (`augment_pad`) before encoding. Flat
+observations keep the state-based networks and parameters unchanged.
 """
 
 from __future__ import annotations
@@ -50,6 +61,31 @@ class Config:
   # device (PlaNet, DrQ). 4 makes `roxie train` reach CartpoleSwingup >= 800
   # on 2 CPU cores in minutes; 1 is the suite's own decision rate.
   action_repeat: int = 4
+  # From pixels (dict observations only; see the module docstring). The
+  # default conv is small for CPUs: 16-32-32 channels of 3x3, stride 2 each.
+  encoder_channels: Tuple[int, ...] = (16, 32, 32)
+  encoder_strides: Tuple[int, ...] = (2, 2, 2)
+  encoder_feature_size: int = 50
+  encoder_tau: float = 0.05  # Target encoder averaging (SAC-AE, DrQ).
+  augment_pad: int = 4  # DrQ random shift in pixels; 0 turns it off.
+
+
+# What `roxie train --obs pixels` changes in the defaults above (`--set`
+# still wins): DrQ's settings for the DeepMind Control tasks, scaled to a
+# 2-core CPU (smaller batch and replay, one update per agent step).
+PIXEL_DEFAULTS = {
+    'num_envs': 4,
+    'replay_capacity': 100_000,
+    'batch_size': 128,
+    'updates_per_iteration': 4,
+    'warmup_steps': 4_000,
+    'actor_lr': 1e-3,
+    'critic_lr': 1e-3,
+    'alpha_lr': 1e-3,
+    'tau': 0.01,
+    'action_repeat': 8,
+    'total_steps': 100_000,
+}
 
 
 class State(NamedTuple):
@@ -69,27 +105,43 @@ def _optimizer(lr: float, max_grad_norm: Optional[float]):
       optax.clip_by_global_norm(max_grad_norm), adam)
 
 
+def _encoder(c: Config, spec: EnvSpec) -> Optional[networks.SharedEncoder]:
+  """The pixel encoder for dict observations; None for flat ones."""
+  return networks.make_shared_encoder(
+      spec.obs_shapes, channels=c.encoder_channels, strides=c.encoder_strides,
+      feature_size=c.encoder_feature_size, augment_pad=c.augment_pad)
+
+
 def _actor_network(c: Config, spec: EnvSpec) -> hk.Transformed:
+  # From pixels the actor reads encoder features (of the encoder's width).
+  obs_size = spec.obs_size if spec.obs_shapes is None else None
   return hk.without_apply_rng(hk.transform(
       lambda o: networks.TanhGaussianActor(
           action_size=spec.action_size, hidden_sizes=c.hidden_sizes,
-          layer_norm=c.layer_norm, obs_size=spec.obs_size)(o)))
+          layer_norm=c.layer_norm, obs_size=obs_size)(o)))
 
 
 def policy_params(state: State) -> hk.Params:
   """What acting needs from a trained state (for exported policies)."""
+  if isinstance(state.critic, dict) and 'encoder' in state.critic:
+    return {'actor': state.actor, 'encoder': state.critic['encoder']}
   return {'actor': state.actor}
 
 
 def make_policy(config: Config, spec: EnvSpec):
   """The deterministic policy alone: `policy(params, obs) -> action`.
 
-  Builds only the actor network (no critic, no optimiser), for exported
-  bundles (`roxie.load_policy`). `params` is `policy_params(state)`; the
-  action is the one `act(state, obs, key, explore=False)` takes.
+  Builds only the actor network (and the encoder, from pixels; no critic
+  head, no optimiser), for exported bundles (`roxie.load_policy`). `params`
+  is `policy_params(state)`; the action is the one
+  `act(state, obs, key, explore=False)` takes.
   """
   actor = _actor_network(config, spec)
-  return lambda params, obs: actor.apply(params['actor'], obs).mode()
+  encoder = _encoder(config, spec)
+  if encoder is None:
+    return lambda params, obs: actor.apply(params['actor'], obs).mode()
+  return lambda params, obs: actor.apply(
+      params['actor'], encoder.apply(params['encoder'], obs)).mode()
 
 
 def make(config: Config, spec: EnvSpec) -> Recipe:
@@ -100,20 +152,48 @@ def make(config: Config, spec: EnvSpec) -> Recipe:
   alpha_opt = optax.adam(c.alpha_lr)
 
   actor = _actor_network(c, spec)
-  critic = hk.without_apply_rng(hk.transform(
+  encoder = _encoder(c, spec)
+  q_net = hk.without_apply_rng(hk.transform(
       lambda o, a: networks.TwinQCritic(
           hidden_sizes=c.hidden_sizes, layer_norm=c.layer_norm,
-          obs_size=spec.obs_size, action_size=spec.action_size)(o, a)))
+          obs_size=spec.obs_size if encoder is None else None,
+          action_size=spec.action_size)(o, a)))
   target_entropy = (c.target_entropy if c.target_entropy is not None
                     else -float(spec.action_size))
 
+  # Observations reach the actor and the Q-heads as features: the flat
+  # observation itself, or from pixels the critic's encoder's output (which
+  # the actor sees through a stop-gradient).
+  if encoder is None:
+    features = lambda critic_params, obs: obs
+    q_head = lambda critic_params: critic_params
+  else:
+    features = lambda critic_params, obs: encoder.apply(
+        critic_params['encoder'], obs)
+    q_head = lambda critic_params: critic_params['q']
+    augment = encoder.augment
+
+  def critic_apply(critic_params, feats, action):
+    return q_net.apply(q_head(critic_params), feats, action)
+
+  def actor_dist(state: State, obs):
+    feats = jax.lax.stop_gradient(features(state.critic, obs))
+    return actor.apply(state.actor, feats)
+
   def init(key, env_spec: EnvSpec) -> State:
     check_spec(spec, env_spec)
-    k1, k2 = jax.random.split(key)
-    obs = jnp.zeros((1, spec.obs_size))
     act = jnp.zeros((1, spec.action_size))
+    if encoder is None:
+      k1, k2 = jax.random.split(key)
+      obs = jnp.zeros((1, spec.obs_size))
+      critic_params = q_net.init(k2, obs, act)
+    else:
+      k1, k2, k3 = jax.random.split(key, 3)
+      encoder_params = encoder.init(k3, encoder.dummy_obs(1))
+      obs = encoder.apply(encoder_params, encoder.dummy_obs(1))
+      critic_params = {'encoder': encoder_params,
+                       'q': q_net.init(k2, obs, act)}
     actor_params = actor.init(k1, obs)
-    critic_params = critic.init(k2, obs, act)
     log_alpha = jnp.asarray(jnp.log(c.init_alpha), jnp.float32)
     return State(actor=actor_params, critic=critic_params,
                  target_critic=critic_params, log_alpha=log_alpha,
@@ -123,34 +203,50 @@ def make(config: Config, spec: EnvSpec) -> Recipe:
                  steps=jnp.zeros((), jnp.int32))
 
   def act(state: State, obs, key, *, explore: bool = True):
-    dist = actor.apply(state.actor, obs)
+    dist = actor_dist(state, obs)
     return (dist.sample(key) if explore else dist.mode()), {}
 
   def update(state: State, batch: Transition, key):
-    k_next, k_pi = jax.random.split(key)
     alpha = jnp.exp(state.log_alpha)
+    if encoder is None:
+      k_next, k_pi = jax.random.split(key)
+      obs, next_obs = batch.obs, batch.next_obs
+    else:  # DrQ: each observation shifted on its own.
+      k_next, k_pi, k_aug, k_aug_next = jax.random.split(key, 4)
+      obs = augment(k_aug, batch.obs)
+      next_obs = augment(k_aug_next, batch.next_obs)
 
-    # Critic: soft TD target from the twin target critics' minimum.
-    next_a, next_logp = actor.apply(state.actor, batch.next_obs
-                                    ).sample_and_log_prob(k_next)
-    q_next = jnp.min(critic.apply(state.target_critic, batch.next_obs, next_a), 0)
+    # Critic: soft TD target from the twin target critics' minimum. The
+    # actor reads the online encoder's features, the target critic its own.
+    next_a, next_logp = actor.apply(
+        state.actor, jax.lax.stop_gradient(features(state.critic, next_obs))
+    ).sample_and_log_prob(k_next)
+    q_next = jnp.min(critic_apply(
+        state.target_critic, features(state.target_critic, next_obs), next_a),
+                     0)
     target = jax.vmap(lambda r, d, q, lp: losses.sac_critic_target(
         r, d, q, lp, alpha=alpha))(batch.reward, batch.discount, q_next, next_logp)
+    target = jax.lax.stop_gradient(target)
 
     def critic_loss(params):
-      q = critic.apply(params, batch.obs, batch.action)  # [2, N]
-      return 0.5 * jnp.mean(jnp.sum(jnp.square(q - target[None]), 0)), q
+      feats = features(params, obs)  # From pixels: trains the encoder too.
+      q = critic_apply(params, feats, batch.action)  # [2, N]
+      return (0.5 * jnp.mean(jnp.sum(jnp.square(q - target[None]), 0)),
+              (q, feats))
 
-    (c_loss, q), grads = jax.value_and_grad(critic_loss, has_aux=True)(
-        state.critic)
+    (c_loss, (q, feats)), grads = jax.value_and_grad(
+        critic_loss, has_aux=True)(state.critic)
     updates, critic_opt_state = critic_opt.update(grads, state.critic_opt,
                                                   state.critic)
     critic_params = optax.apply_updates(state.critic, updates)
+    # The actor reuses the critic step's features, detached (from pixels one
+    # encoder pass fewer; the encoder moved by one critic step since).
+    feats = jax.lax.stop_gradient(feats)
 
     # Actor: maximise the soft Q of its own reparameterised actions.
     def actor_loss(params):
-      a, logp = actor.apply(params, batch.obs).sample_and_log_prob(k_pi)
-      q_pi = jnp.min(critic.apply(critic_params, batch.obs, a), 0)
+      a, logp = actor.apply(params, feats).sample_and_log_prob(k_pi)
+      q_pi = jnp.min(critic_apply(critic_params, feats, a), 0)
       loss = jax.vmap(lambda qv, lp: losses.sac_actor_loss(
           qv, lp, alpha=alpha))(q_pi, logp)
       return jnp.mean(loss), logp
@@ -170,10 +266,19 @@ def make(config: Config, spec: EnvSpec) -> Recipe:
     updates, alpha_opt_state = alpha_opt.update(grad, state.alpha_opt)
     log_alpha = optax.apply_updates(state.log_alpha, updates)
 
+    if encoder is None:
+      target_critic = optax.incremental_update(critic_params,
+                                               state.target_critic, c.tau)
+    else:
+      target_critic = {
+          'encoder': optax.incremental_update(
+              critic_params['encoder'], state.target_critic['encoder'],
+              c.encoder_tau),
+          'q': optax.incremental_update(critic_params['q'],
+                                        state.target_critic['q'], c.tau)}
     new_state = State(
         actor=actor_params, critic=critic_params,
-        target_critic=optax.incremental_update(critic_params,
-                                               state.target_critic, c.tau),
+        target_critic=target_critic,
         log_alpha=log_alpha, actor_opt=actor_opt_state,
         critic_opt=critic_opt_state, alpha_opt=alpha_opt_state,
         steps=state.steps + 1)

@@ -149,6 +149,24 @@ def check_spec(built_for: EnvSpec, given: EnvSpec) -> None:
         f'{built_for.obs_size} and actions of size {built_for.action_size} '
         f'({built_for.task}), but the environment has '
         f'{given.obs_size} and {given.action_size} ({given.task}).')
+  built_shapes = _shapes_key(built_for.obs_shapes)
+  given_shapes = _shapes_key(given.obs_shapes)
+  if built_shapes != given_shapes:
+    describe = lambda s: ('flat observations' if s is None else
+                          'observations ' + ', '.join(
+                              f'{k} {list(shape)} {t}' for k, shape, t in s))
+    raise ValueError(
+        f'This recipe was built for {describe(built_shapes)} '
+        f'({built_for.task}), but the environment has '
+        f'{describe(given_shapes)} ({given.task}).')
+
+
+def _shapes_key(obs_shapes):
+  """obs_shapes as nested tuples (specs read back from JSON have lists)."""
+  if obs_shapes is None:
+    return None
+  return tuple((str(k), tuple(int(d) for d in s), str(t))
+               for k, s, t in obs_shapes)
 
 
 class Env(Protocol):

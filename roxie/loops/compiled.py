@@ -160,7 +160,9 @@ def make_compiled_loop(recipe: Recipe, env, *, iterations: int = 1,
         replay = buffers.replay_init(
             capacity=recipe.replay.capacity // d, num_envs=b,
             obs_size=spec.obs_size, action_size=spec.action_size,
-            episode_length=spec.episode_length)
+            episode_length=spec.episode_length,
+            obs_shapes=getattr(spec, 'obs_shapes', None),
+            frame_stack=getattr(spec, 'frame_stack', 1))
       return stack((env_state, replay, collect.init_stats(b)))
 
     env_state, replay, stats = per_device(init_device, (rep,), per_dev)(k_env)

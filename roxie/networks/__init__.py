@@ -24,8 +24,10 @@ from roxie.networks.distributions import DiagGaussian
 from roxie.networks.distributions import tanh_log_det_jacobian
 from roxie.networks.distributions import TanhGaussian
 from roxie.networks.pixels import is_image
+from roxie.networks.pixels import make_shared_encoder
 from roxie.networks.pixels import ObservationEncoder
 from roxie.networks.pixels import PixelEncoder
+from roxie.networks.pixels import SharedEncoder
 from roxie.networks.torsos import check_last_axis
 from roxie.networks.torsos import ensemble
 from roxie.networks.torsos import MLP
@@ -41,12 +43,14 @@ __all__ = (
     'ensemble',
     'GaussianActor',
     'is_image',
+    'make_shared_encoder',
     'MLP',
     'ObservationEncoder',
     'PixelEncoder',
     'QCritic',
     'random_shift',
     'random_shift_observation',
+    'SharedEncoder',
     'small_init',
     'tanh_log_det_jacobian',
     'TanhGaussian',

@@ -12,7 +12,7 @@ smaller (fewer channels, more striding) so that a 64x64 encoder trains on a
 2-core CPU.
 """
 
-from typing import Any, Callable, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 import chex
 import haiku as hk
@@ -237,3 +237,57 @@ class ObservationEncoder(hk.Module):
           f'axes, got {sorted(lead)}.')
     return jnp.concatenate(parts, axis=-1) if len(parts) > 1 else parts[0]
 
+
+
+class SharedEncoder(NamedTuple):
+  """An observation encoder shared by an off-policy recipe's networks.
+
+  The DrQ/SAC-AE arrangement: the critic owns the encoder and trains it with
+  its loss (its parameters live in the critic's, so target critics carry a
+  target encoder), the actor reads the encoder's features through a
+  stop-gradient, and sampled observations are randomly shifted before
+  encoding. Made by `make_shared_encoder` for dict observations.
+  """
+  init: Callable[[chex.PRNGKey, Any], hk.Params]  # (key, obs) -> params.
+  apply: Callable[[hk.Params, Any], Array]  # (params, obs [N, ...]) -> [N, F].
+  dummy_obs: Callable[[int], Any]  # n -> a zero observation batch [n, ...].
+  augment: Callable[[chex.PRNGKey, Any], Any]  # Random shift of the images.
+
+
+def make_shared_encoder(obs_shapes: Optional[ObsShapes], *,
+                        channels: Sequence[int] = (16, 32, 32),
+                        kernel_sizes: Optional[Sequence[int]] = None,
+                        strides: Sequence[int] = (2, 2, 2),
+                        feature_size: Optional[int] = 50,
+                        layer_norm: bool = True,
+                        augment_pad: int = 4) -> Optional[SharedEncoder]:
+  """A `SharedEncoder` for observations of `obs_shapes`; None if flat (None).
+
+  Args:
+    obs_shapes: the env spec's `obs_shapes`.
+    channels, strides, feature_size, layer_norm: the `PixelEncoder`'s.
+    kernel_sizes: default 3 for every layer.
+    augment_pad: the random shift's largest offset in pixels (0: none).
+
+  Returns:
+    The encoder's functions, or None for flat observations.
+  """
+  if obs_shapes is None:
+    return None
+  from roxie.networks import augment as augment_lib  # pylint: disable=g-import-not-at-top
+  if kernel_sizes is None:
+    kernel_sizes = (3,) * len(channels)
+  shapes = tuple((str(k), tuple(int(d) for d in s), str(t))
+                 for k, s, t in obs_shapes)
+  net = hk.without_apply_rng(hk.transform(lambda o: ObservationEncoder(
+      obs_shapes=shapes, channels=channels, kernel_sizes=kernel_sizes,
+      strides=strides, feature_size=feature_size, layer_norm=layer_norm)(o)))
+
+  def dummy_obs(n: int):
+    return {k: jnp.zeros((n,) + s, t) for k, s, t in shapes}
+
+  def augment(key, obs):
+    return augment_lib.random_shift_observation(key, obs, pad=augment_pad)
+
+  return SharedEncoder(init=net.init, apply=net.apply, dummy_obs=dummy_obs,
+                       augment=augment)
