@@ -200,6 +200,8 @@ def _train_command(args: argparse.Namespace) -> int:
       result = run_lib.resume(out, steps=args.steps, **common)
     except refused as e:
       return _fail(str(e))
+    except KeyboardInterrupt as e:
+      return _interrupted(e, out)
   else:
     agent = args.agent or DEFAULT_AGENT
     task = args.task or run_lib.DEFAULT_TASK
@@ -234,11 +236,28 @@ def _train_command(args: argparse.Namespace) -> int:
           env_options=env_options, num_devices=args.num_devices, **common)
     except refused as e:
       return _fail(str(e))
+    except KeyboardInterrupt as e:
+      return _interrupted(e, out)
   if args.quiet and not (multi and args.process_id):
     print(run_lib.final_line(result), flush=True)
   if out:
     print(f'run saved to {out}')
   return 0
+
+
+def _interrupted(e: KeyboardInterrupt, out: Optional[str]) -> int:
+  """Reports a run stopped by SIGINT/SIGTERM; the exit status to return."""
+  from roxie import run as run_lib  # pylint: disable=g-import-not-at-top
+  if isinstance(e, run_lib.Interrupted):
+    print(f'roxie: {e}', file=sys.stderr, flush=True)
+    return e.exit_code
+  # Ctrl-C before the training loop took over the signals (while building
+  # or compiling): nothing of the run's progress to save yet.
+  hint = (f' Resume with: roxie train --resume {out}'
+          if out and os.path.exists(os.path.join(out, 'config.json')) else '')
+  print(f'roxie: interrupted before training began; no checkpoint was '
+        f'written.{hint}', file=sys.stderr, flush=True)
+  return 130
 
 
 def _multi_process(args: argparse.Namespace):

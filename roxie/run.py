@@ -36,6 +36,14 @@ written after the restored checkpoint (a process killed between an
 evaluation and its checkpoint) are dropped on resume; the resumed run writes
 them again, identical except wall_time and sps. Rows up to the checkpoint are
 never touched: metrics.csv is appended to, not rewritten, across resumes.
+
+Stopping. SIGINT (Ctrl-C) or SIGTERM during training lets the compiled call
+in progress finish, writes a checkpoint at that iteration boundary (unless
+one was just written there) and raises `Interrupted` (`roxie train` prints
+where it stopped and exits 130 or 143). No evaluation row is added for the
+stop, so a stopped and resumed run stays bit-exact with an uninterrupted
+one. A second signal raises `Interrupted` at once, mid-checkpoint if need
+be; the atomic write then leaves the previous checkpoint as it was.
 """
 
 from __future__ import annotations
@@ -48,7 +56,9 @@ import json
 import math
 import os
 import shutil
+import signal
 import sys
+import threading
 import time
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
@@ -80,6 +90,90 @@ RUN_FIELDS = ('agent', 'task', 'backend', 'num_envs', 'seed', 'env_options',
 
 class RunError(ValueError):
   """A run that cannot be started or resumed as asked, and why."""
+
+
+class Interrupted(KeyboardInterrupt):
+  """Training stopped by SIGINT (Ctrl-C) or SIGTERM.
+
+  On the first signal the run finishes the compiled call in progress, saves
+  a checkpoint at that iteration boundary and raises this with
+  `checkpoint` set; a second signal stops at once (even mid-checkpoint,
+  which the atomic write makes safe: the previous checkpoint stays) and
+  raises it with `checkpoint` None. A KeyboardInterrupt, so callers that
+  catch Ctrl-C keep working.
+
+  Attributes:
+    signum: the signal's number.
+    env_steps: env steps of the checkpoint written (None without one).
+    checkpoint: its path, or None.
+    out: the run directory.
+    exit_code: the shell's convention for a death by that signal, 128 +
+      signum (130 for SIGINT, 143 for SIGTERM).
+  """
+
+  def __init__(self, message: str, *, signum: int,
+               env_steps: Optional[int] = None,
+               checkpoint: Optional[str] = None, out: Optional[str] = None):
+    super().__init__(message)
+    self.signum = int(signum)
+    self.env_steps = env_steps
+    self.checkpoint = checkpoint
+    self.out = out
+    self.exit_code = 128 + self.signum
+
+
+def _signal_name(signum: int) -> str:
+  try:
+    return signal.Signals(signum).name
+  except ValueError:
+    return f'signal {signum}'
+
+
+class _StopRequest:
+  """SIGINT/SIGTERM handlers for a training loop (see `Interrupted`).
+
+  The first signal only records itself: the loop checks `signum` between
+  compiled calls. The second raises `Interrupted` wherever the main thread
+  is. Used as a context manager; restores the previous handlers on exit.
+  Inactive (handlers untouched) off the main thread or when not `enabled`.
+  """
+
+  SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+  def __init__(self, out: Optional[str], enabled: bool):
+    self.out = out
+    self.enabled = enabled and threading.current_thread() is threading.main_thread()
+    self.signum: Optional[int] = None
+    self._previous = {}
+
+  def _handle(self, signum, frame):
+    del frame
+    if self.signum is None:
+      self.signum = signum
+      print(f'\nroxie: {_signal_name(signum)} received: stopping after the '
+            'current training call, with a checkpoint (send it again to stop '
+            'at once; the last checkpoint stays).', file=sys.stderr,
+            flush=True)
+      return
+    committed = ckpt_lib.latest(self.out) if self.out else None
+    where = (f'the last complete checkpoint is {committed}'
+             if committed else 'no checkpoint was written')
+    raise Interrupted(
+        f'stopped at once by a second {_signal_name(signum)}; {where}. '
+        f'Resume with: roxie train --resume {self.out}', signum=signum,
+        out=self.out)
+
+  def __enter__(self):
+    if self.enabled:
+      for s in self.SIGNALS:
+        self._previous[s] = signal.signal(s, self._handle)
+    return self
+
+  def __exit__(self, *exc):
+    for s, h in self._previous.items():
+      signal.signal(s, h)
+    self._previous = {}
+    return False
 
 
 @dataclasses.dataclass
@@ -820,12 +914,19 @@ def _train(meta: Dict[str, Any], out: Optional[str], *, resume: bool,
                          purge_step=(runner.env_steps + 1) if resume else None)
   t0 = time.time()
   start_steps = runner.env_steps
-  progress.status('starting (the first call compiles the training program)...')
-  if state is None:
-    state = progs.init(k_init)
   env_steps = runner.env_steps
   sps = 0.0
+  saved_at = runner.env_steps if resume else None
+  # SIGINT/SIGTERM stop the run at the next iteration boundary, with a
+  # checkpoint. Not in a multi-process job: one process stopping alone would
+  # leave the others waiting in a collective.
+  stop = _StopRequest(out, enabled=bool(out) and jax.process_count() == 1)
   try:
+    stop.__enter__()
+    progress.status('starting (the first call compiles the training '
+                    'program)...')
+    if state is None:
+      state = progs.init(k_init)
     while env_steps < total:
       state, output = progs.run(state)
       output = distributed.local_copy(output)  # No-op on one device.
@@ -869,8 +970,16 @@ def _train(meta: Dict[str, Any], out: Optional[str], *, resume: bool,
         _save_checkpoint(out, progs, state, key, runner, meta, csv_log,
                          wall=runner.wall_time + time.time() - t0,
                          save_replay=save_replay, keep=keep)
+        saved_at = env_steps
         progress.update(env_steps, rate, runner.last_eval)
+      if stop.signum is not None and not finished:
+        _stop_with_checkpoint(stop, out, progs, state, key, runner, meta,
+                              csv_log, progress, saved_at=saved_at,
+                              env_steps=env_steps,
+                              wall=runner.wall_time + time.time() - t0,
+                              save_replay=save_replay, keep=keep)
   finally:
+    stop.__exit__(None, None, None)
     progress.close()
     if board:
       board.close()
@@ -900,6 +1009,27 @@ def _save_checkpoint(out, progs, state, key, runner: _Runner, meta, csv_log,
                 _items(progs, state, key, save_replay), meta=ckpt_meta,
                 keep=keep)
   save_agent_state(os.path.join(out, STATE_FILE), state.agent)
+
+
+def _stop_with_checkpoint(stop: _StopRequest, out, progs, state, key,
+                          runner: _Runner, meta, csv_log, progress, *,
+                          saved_at: Optional[int], env_steps: int,
+                          wall: float, save_replay: bool, keep: int) -> None:
+  """Ends a run a signal asked to stop: a checkpoint here, then Interrupted."""
+  if saved_at != env_steps:
+    progress.status(f'saving checkpoint at {env_steps} env steps before '
+                    'stopping...')
+    runner.env_steps = env_steps
+    _save_checkpoint(out, progs, state, key, runner, meta, csv_log,
+                     wall=wall, save_replay=save_replay, keep=keep)
+  path = os.path.join(ckpt_lib.checkpoint_dir(out), ckpt_lib.step_name(env_steps))
+  progress.clear()
+  raise Interrupted(
+      f'stopped by {_signal_name(stop.signum)} at {env_steps} env steps of '
+      f'{int(meta["steps"])}; checkpoint saved to {path}, {csv_log.rows} rows '
+      f'in {os.path.join(out, METRICS_FILE)}. Resume with: roxie train '
+      f'--resume {out}', signum=stop.signum, env_steps=env_steps,
+      checkpoint=path, out=out)
 
 
 def _count_rows(path: str) -> int:

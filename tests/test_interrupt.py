@@ -1,0 +1,135 @@
+"""Ctrl-C (SIGINT) and SIGTERM stop a real `roxie train` with a checkpoint.
+
+Scheduled checkpoints are put off past the end (--checkpoint-every 1000), so
+every checkpoint before it is one a signal made.
+
+1. `roxie train` gets SIGINT after its first metrics row: it stops at the
+   next iteration boundary with a checkpoint there, says where and how to
+   resume, and exits 130.
+2. `roxie train --resume` gets SIGINT twice while a checkpoint write is
+   paused (ROXIE_CHECKPOINT_PAUSE): it stops at once, exits 130, and the
+   unfinished write is removed; the previous checkpoint is intact.
+3. `roxie train --resume` gets SIGTERM: checkpoint at the boundary, exit 143.
+4. `roxie train --resume` runs to the end.
+
+The result must equal an uninterrupted in-process run: metrics.csv row for
+row (but wall_time and sps) and every leaf of the final checkpoint.
+"""
+
+import os
+import re
+import signal
+import subprocess
+
+from roxie import checkpoint as ckpt
+
+from test_resume import (NATIVE_TOKEN, assert_same_checkpoints,  # pylint: disable=g-bad-import-order
+                         read_rows, train_tiny, without_timing)
+from test_resume_kill import (STEPS, _argv, _log_text, _start, _tmp_dirs,  # pylint: disable=g-bad-import-order
+                              _wait_for)
+
+NO_SCHEDULED_CHECKPOINTS = ['--checkpoint-every', '1000']
+_STOPPED = re.compile(r'stopped by (SIG[A-Z]+) at (\d+) env steps of (\d+); '
+                      r'checkpoint saved to (\S+), (\d+) rows in')
+
+
+def _stopped_at(text, signame):
+  match = _STOPPED.search(text)
+  assert match, text
+  assert match.group(1) == signame, text
+  assert 'Resume with: roxie train --resume ' in text, text
+  return int(match.group(2)), match.group(4), int(match.group(5))
+
+
+def _signal_and_wait(proc, signum, timeout=600):
+  os.kill(proc.pid, signum)
+  try:
+    return proc.wait(timeout=timeout)
+  except subprocess.TimeoutExpired:
+    proc.kill()
+    proc.wait()
+    raise
+
+
+def _check_stop(run_dir, text, signame, after):
+  """The run stopped after `after` env steps with a checkpoint there."""
+  step, path, rows = _stopped_at(text, signame)
+  assert after < step < STEPS, (after, step)
+  assert ckpt.list_steps(str(run_dir))[-1] == step
+  assert os.path.samefile(path, ckpt.latest(str(run_dir)))
+  meta = ckpt.read_meta(path)['meta']
+  assert meta['runner']['env_steps'] == step
+  # metrics.csv: every row so far, all covered by the checkpoint.
+  assert meta['runner']['csv_rows'] == rows == len(read_rows(run_dir))
+  assert [int(r['env_steps']) for r in read_rows(run_dir)] == list(
+      range(40, step + 1, 40))
+  assert not _tmp_dirs(run_dir)
+  return step
+
+
+def test_sigint_and_sigterm_stop_with_a_checkpoint_and_resume(tmp_path):
+  run_dir = tmp_path / 'run'
+  logs = [tmp_path / f'log{i}.txt' for i in range(4)]
+
+  # 1. SIGINT once the first metrics row (40 steps) is there.
+  with open(logs[0], 'w') as log:
+    proc = _start(_argv(run_dir) + NO_SCHEDULED_CHECKPOINTS, log)
+    _wait_for(proc, lambda: os.path.exists(run_dir / 'metrics.csv') and
+              read_rows(run_dir), 'the first metrics row')
+    assert not ckpt.list_steps(str(run_dir))
+    code = _signal_and_wait(proc, signal.SIGINT)
+  text = _log_text(logs[0])
+  assert code == 130, text
+  assert 'SIGINT received: stopping after the current training call' in text
+  stop1 = _check_stop(run_dir, text, 'SIGINT', 0)
+  assert ckpt.list_steps(str(run_dir)) == [stop1]
+
+  # 2. Resumed (checkpointing at each evaluation); two SIGINTs while its
+  #    first checkpoint write is paused.
+  with open(logs[1], 'w') as log:
+    proc = _start(_argv(run_dir, resume=True), log,
+                  ROXIE_CHECKPOINT_PAUSE='600')
+    _wait_for(proc, lambda: any(os.path.isdir(os.path.join(d, 'agent'))
+                                for d in _tmp_dirs(run_dir)),
+              'a checkpoint write to begin')
+    os.kill(proc.pid, signal.SIGINT)
+    _wait_for(proc, lambda: 'SIGINT received' in _log_text(logs[1]),
+              'the first SIGINT to be seen')
+    code = _signal_and_wait(proc, signal.SIGINT)
+  text = _log_text(logs[1])
+  assert code == 130, text
+  assert 'stopped at once by a second SIGINT' in text, text
+  assert 'Traceback' not in text, text
+  assert ckpt.list_steps(str(run_dir))[-1] == stop1
+  assert not _tmp_dirs(run_dir)  # The unfinished write was removed.
+  ckpt.read(ckpt.latest(str(run_dir)))  # And the last one reads.
+
+  # 3. Resumed; SIGTERM once it has written a new metrics row.
+  with open(logs[2], 'w') as log:
+    proc = _start(_argv(run_dir, resume=True) + NO_SCHEDULED_CHECKPOINTS,
+                  log)
+    rows = len(read_rows(run_dir))
+    _wait_for(proc, lambda: len(read_rows(run_dir)) > rows, 'a new row')
+    code = _signal_and_wait(proc, signal.SIGTERM)
+  text = _log_text(logs[2])
+  assert code == 143, text
+  assert f'resumed {run_dir}' in text, text
+  stop3 = _check_stop(run_dir, text, 'SIGTERM', stop1)
+  assert ckpt.list_steps(str(run_dir)) == [stop1, stop3]
+
+  # 4. Resumed to the end.
+  with open(logs[3], 'w') as log:
+    proc = _start(_argv(run_dir, resume=True), log)
+    assert proc.wait(timeout=900) == 0, _log_text(logs[3])
+  rows = read_rows(run_dir)
+  assert [int(r['env_steps']) for r in rows] == list(range(40, STEPS + 1, 40))
+
+  # The same run, uninterrupted, in this process.
+  ref = tmp_path / 'ref'
+  train_tiny('sac', 'cpu', ref, steps=STEPS)
+  assert without_timing(rows) == without_timing(read_rows(ref))
+  final = ckpt.step_name(STEPS)
+  assert_same_checkpoints(
+      os.path.join(ckpt.checkpoint_dir(str(ref)), final),
+      os.path.join(ckpt.checkpoint_dir(str(run_dir)), final),
+      skip={('loop', NATIVE_TOKEN)})
