@@ -25,115 +25,19 @@ import argparse
 import concurrent.futures
 import copy
 import dataclasses
-import importlib
 import os
-import subprocess
 import sys
 import warnings
-from typing import Any, Optional, Sequence, Union
+from typing import Any, Optional, Union
 
-GL_BACKENDS = ('egl', 'osmesa')
-# Debian/Ubuntu packages that provide each backend (Mesa, software rendering).
-GL_PACKAGES = {
-    'egl': ('libegl1', 'libegl-mesa0', 'libgl1-mesa-dri', 'libgl1'),
-    'osmesa': ('libosmesa6',),
-}
+# The GL probing lives in roxie.gl (pixel observations use it too).
+from roxie.gl import GL_BACKENDS, GL_PACKAGES, RenderingUnavailable, gl_backend  # pylint: disable=unused-import,g-multiple-import
+
 QUALITIES = ('fast', 'high')
-
-_PROBE = """
-import mujoco
-m = mujoco.MjModel.from_xml_string(
-    '<mujoco><worldbody><geom size=".1"/></worldbody></mujoco>')
-r = mujoco.Renderer(m, 16, 16)
-d = mujoco.MjData(m)
-mujoco.mj_forward(m, d)
-r.update_scene(d)
-assert r.render().shape == (16, 16, 3)
-r.close()
-"""
-_chosen: Optional[str] = None
-
-
-class RenderingUnavailable(RuntimeError):
-  """No headless OpenGL backend works here; the message says what to install."""
 
 
 class PlayError(ValueError):
   """Bad play options (camera, size, output), and why."""
-
-
-def _probe(backend: str) -> Optional[str]:
-  """None if `backend` renders in a fresh process, else why not."""
-  env = dict(os.environ, MUJOCO_GL=backend, PYOPENGL_PLATFORM=backend)
-  try:
-    with warnings.catch_warnings():  # As in _open_writer: fork, then exec.
-      warnings.filterwarnings('ignore', message='os.fork',
-                              category=RuntimeWarning)
-      proc = subprocess.run([sys.executable, '-c', _PROBE], env=env,
-                            capture_output=True, text=True, timeout=120,
-                            check=False)
-  except (OSError, subprocess.TimeoutExpired) as e:
-    return str(e)
-  if proc.returncode == 0:
-    return None
-  lines = [l for l in proc.stderr.strip().splitlines() if l.strip()]
-  return lines[-1] if lines else f'exit code {proc.returncode}'
-
-
-def gl_backend() -> str:
-  """The headless GL backend to render with, activated in this process.
-
-  Returns:
-    'egl' or 'osmesa'.
-
-  Raises:
-    RenderingUnavailable: neither works; the message names the system
-      packages to install.
-  """
-  global _chosen
-  if _chosen:
-    return _chosen
-  preferred = os.environ.get('MUJOCO_GL', '').strip().lower()
-  order = sorted(GL_BACKENDS, key=lambda b: b != preferred)
-  reasons = {}
-  for backend in order:
-    reason = _probe(backend)
-    if reason is None:
-      _activate(backend)
-      _chosen = backend
-      return backend
-    reasons[backend] = reason
-  tried = '; '.join(f'{b}: {r}' for b, r in reasons.items())
-  raise RenderingUnavailable(
-      'No headless OpenGL backend works here, so MuJoCo cannot render '
-      f'({tried}). Install Mesa\'s EGL: `apt-get install '
-      f'{" ".join(GL_PACKAGES["egl"])}`, or OSMesa: `apt-get install '
-      f'{" ".join(GL_PACKAGES["osmesa"])}` (Debian/Ubuntu package names).')
-
-
-def _activate(backend: str) -> None:
-  """Makes `mujoco.Renderer` use `backend` in this process."""
-  if 'mujoco' not in sys.modules:  # The cheap way: before mujoco decides.
-    os.environ['MUJOCO_GL'] = backend
-    os.environ.setdefault('PYOPENGL_PLATFORM', backend)
-  import mujoco  # pylint: disable=g-import-not-at-top
-  # mujoco picks its GLContext class from MUJOCO_GL when it is imported; an
-  # earlier import (without MUJOCO_GL, or with a backend that failed the
-  # probe) is redirected here. The Renderer looks the class up on each init.
-  holder = getattr(sys.modules[mujoco.Renderer.__module__], 'gl_context',
-                   None)
-  if holder is None:
-    return
-  os.environ.setdefault('PYOPENGL_PLATFORM', backend)
-  try:
-    wanted = importlib.import_module(f'mujoco.{backend}').GLContext
-  except (ImportError, AttributeError, OSError) as e:
-    raise RenderingUnavailable(
-        f'{backend} renders in a fresh process but cannot be set up in this '
-        f'one, where OpenGL was already initialised for another platform '
-        f'({e}); start Python with MUJOCO_GL={backend}.') from e
-  if getattr(holder, 'GLContext', None) is not wanted:
-    holder.GLContext = wanted
 
 
 class _Renderer:

@@ -5,6 +5,7 @@ import pytest
 
 from roxie import cli
 from roxie import export
+from roxie import gl
 from roxie import play
 from roxie import run as run_lib
 
@@ -93,9 +94,11 @@ def test_bad_options_fail_clearly(tiny_run, tmp_path, capsys):
 
 def test_missing_gl_names_the_system_packages(tiny_run, tmp_path, capsys,
                                               monkeypatch):
-  monkeypatch.setattr(play, '_chosen', None)
+  # The probing lives in roxie.gl (shared with pixel observations).
+  monkeypatch.setattr(gl, '_chosen', None)
+  monkeypatch.setattr(gl, '_failure', None)
   monkeypatch.setattr(
-      play, '_probe',
+      gl, '_probe',
       lambda backend: f'lib{backend.upper()}.so: cannot open shared object')
   code = cli.main(['play', '--run', tiny_run, '-o', str(tmp_path / 'x.mp4')])
   err = capsys.readouterr().err

@@ -8,6 +8,10 @@
 compiled program); `backend='mjx'` simulates in JAX (`mujoco.mjx`). Both run
 the same task functions on the same view of physics, with the semantics in
 `roxie.envs.common`, so a policy trained on one runs on the other.
+
+`pixels=PixelSpec(...)` makes observations dicts of camera frames, depth,
+sensors and the state vector, rendered inside the compiled program on either
+backend; see `roxie.envs.pixels`.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from typing import Optional, Tuple, Union
 import numpy as np
 
 from roxie.envs import common
+from roxie.envs.pixels import PixelSpec
 from roxie.envs.task import Task
 from roxie.envs.tasks import TASKS, get_task
 
@@ -52,7 +57,7 @@ class NativeEnv(common.BatchedEnv):
 def make(task_name: Union[str, Task], *, backend: str = 'cpu', num_envs: int,
          episode_length: Optional[int] = None, nthread: Optional[int] = None,
          callback: Optional[str] = None, impl: str = 'jax',
-         action_repeat: int = 1
+         action_repeat: int = 1, pixels: Optional[PixelSpec] = None
          ) -> common.BatchedEnv:
   """A batch of `num_envs` environments of a registered task.
 
@@ -70,6 +75,10 @@ def make(task_name: Union[str, Task], *, backend: str = 'cpu', num_envs: int,
     action_repeat: control steps per agent decision, rewards summed
       (`roxie.envs.wrappers.ActionRepeat`); `episode_length` stays in control
       steps and must be a multiple of it.
+    pixels: a `PixelSpec` for dict observations (camera frames, depth,
+      sensors, state; see `roxie.envs.pixels`), None (default) for the flat
+      state vector. Frame cadence and stacking count agent steps (under an
+      action repeat, `action_repeat` control steps each).
 
   Returns:
     An Env (see `roxie.types.Env`): `spec`, `num_envs`, `reset`, `step`.
@@ -77,6 +86,8 @@ def make(task_name: Union[str, Task], *, backend: str = 'cpu', num_envs: int,
   Raises:
     KeyError: unknown task (the message lists the available ones).
     ValueError: unknown backend, bad sizes, or options of the other backend.
+    roxie.gl.RenderingUnavailable: `pixels` asks for images and no headless
+      OpenGL works here (the message names the system packages).
   """
   task = task_name if isinstance(task_name, Task) else get_task(task_name)
   if backend not in BACKENDS:
@@ -91,25 +102,43 @@ def make(task_name: Union[str, Task], *, backend: str = 'cpu', num_envs: int,
   model = common.prepare_model(task)
   consts = task.consts(model)
   spec = common.BatchedEnv.build_spec(task, model, consts, int(episode_length))
+  pixel_obs = renderer = None
+  extra = {}
+  if pixels is not None:
+    if not isinstance(pixels, PixelSpec):
+      raise TypeError(f'pixels must be a roxie.envs.PixelSpec, got '
+                      f'{type(pixels).__name__}.')
+    from roxie.envs import pixels as pixels_lib  # pylint: disable=g-import-not-at-top
+    pixel_obs = pixels_lib.PixelObs.build(model, pixels, num_envs,
+                                          spec.obs_size, int(action_repeat))
+    spec = spec._replace(obs_size=pixel_obs.state_size,
+                         obs_names=spec.obs_names if pixels.state else (),
+                         obs_shapes=pixel_obs.obs_shapes(),
+                         frame_stack=int(pixels.frame_stack))
+    if pixels.renders:  # Fails here, naming packages, when GL is missing.
+      renderer = pixels_lib.HostRenderer(model, pixel_obs)
+    extra = dict(renderer=renderer, pixel_obs=pixel_obs,
+                 extra_fields=('sensordata',) if pixels.sensors else ())
   if backend == 'cpu':
     if impl != 'jax':
       raise ValueError("impl is an MJX option; backend='cpu' takes nthread.")
     from roxie.envs import native  # pylint: disable=g-import-not-at-top
     physics = native.NativePhysics(model, task, num_envs, nthread,
-                                   callback or 'auto')
+                                   callback or 'auto', **extra)
     cls = NativeEnv
   else:
     if nthread is not None or callback is not None:
       raise ValueError("nthread and callback are backend='cpu' options.")
     from roxie.envs import mjx_backend  # pylint: disable=g-import-not-at-top
-    physics = mjx_backend.MjxPhysics(model, task, num_envs, impl)
+    physics = mjx_backend.MjxPhysics(model, task, num_envs, impl, **extra)
     cls = common.BatchedEnv
   env = cls(spec=spec, num_envs=num_envs, task=task, backend=backend,
-            model=model, physics=physics, consts=consts)
+            model=model, physics=physics, consts=consts, pixel_obs=pixel_obs)
   if int(action_repeat) != 1:
     from roxie.envs.wrappers import ActionRepeat  # pylint: disable=g-import-not-at-top
     return ActionRepeat(env, int(action_repeat))
   return env
 
 
-__all__ = ['make', 'list_tasks', 'get_task', 'BACKENDS', 'NativeEnv']
+__all__ = ['make', 'list_tasks', 'get_task', 'BACKENDS', 'NativeEnv',
+           'PixelSpec']

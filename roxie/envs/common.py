@@ -29,6 +29,11 @@ Step semantics (the same on every backend):
    at 0. `terminated` and `truncated` are exclusive (a terminal step that is
    also the last one counts as terminated).
 
+Pixel observations (`pixel_obs`, see `roxie.envs.pixels`): observations are
+then dicts; the physics calls above also render the envs due for a frame
+(after step 2, and the reset envs after their reset), and the termination
+reset of step 4 first renders the terminal frame of envs not rendered yet.
+
 Reset distribution: `task.init(key_i, consts)` for env i, vmapped, with
 `key_i = split(key, B)[i]`; the physics is then at MuJoCo's defaults
 (mj_resetData) with that qpos/qvel, and forwarded. It is pure JAX, so both
@@ -39,7 +44,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from typing import Any, Callable, Dict, Mapping, NamedTuple, Tuple
+from typing import Any, Callable, Dict, Mapping, NamedTuple, Optional, Tuple
 
 import jax
 import jax.numpy as jnp
@@ -50,6 +55,10 @@ from roxie.envs.task import Task, flatten_observation
 from roxie.types import EnvSpec, EnvState, TimeStep
 
 View = Dict[str, jax.Array]
+# View entries that are not task fields: rendered frames ('frames': the
+# state's, 'final_frames': before a reset) and 'sensordata' for pixel
+# observations' sensors; see roxie.envs.pixels.
+EXTRAS = ('frames', 'final_frames', 'sensordata')
 
 # MuJoCo's mjMAXVAL: mj_checkPos/Vel/Acc call a state bad beyond it.
 MAX_STATE_VALUE = 1e10
@@ -119,6 +128,13 @@ class Physics:
 
   `state` is the backend's `EnvState.physics`. Views are dicts of float32
   [B, ...] arrays for the task's fields except `ctrl` (which BatchedEnv adds).
+
+  A backend built with a renderer (pixel observations) takes a `render` [B]
+  bool mask in `step` and `reset`, and adds to its views `'frames'`, the host
+  frames {'rgb', 'zbuf'} (`PixelObs.host_frame_shapes`) of the view's state:
+  after `init` of every env, after `step` of the envs in `render` (the rest
+  undefined), after a reset of the reset envs; `reset` also returns
+  `'final_frames'`, of the envs in `render` BEFORE the reset.
   """
 
   def init(self, qpos: jax.Array, qvel: jax.Array) -> Tuple[Any, View]:
@@ -178,6 +194,9 @@ class BatchedEnv:
   model: mujoco.MjModel
   physics: Physics
   consts: Mapping[str, Any]
+  # Dict observations (pixels, depth, sensors, state): a
+  # `roxie.envs.pixels.PixelObs`, or None for the flat state vector.
+  pixel_obs: Optional[Any] = None
 
   # -- construction -------------------------------------------------------
 
@@ -215,6 +234,14 @@ class BatchedEnv:
         jnp.zeros((self.num_envs, self.task.task_state_size), jnp.float32))
     return jax.lax.cond(jnp.any(mask), lambda: self._sample(key),
                         lambda: zeros)
+
+  @staticmethod
+  def _extras(view: View) -> View:
+    return {k: view[k] for k in EXTRAS if k in view}
+
+  def _render_kwargs(self, mask: jax.Array) -> Dict[str, jax.Array]:
+    renders = self.pixel_obs is not None and self.pixel_obs.spec.renders
+    return {'render': mask} if renders else {}
 
   def _with_ctrl(self, view: View, ctrl: jax.Array) -> View:
     if 'ctrl' in self.task.fields:
@@ -265,9 +292,12 @@ class BatchedEnv:
     key, init_key = jax.random.split(key)
     init = self._sample(init_key)
     physics, view = self.physics.init(init.qpos, init.qvel)
+    extra = self._extras(view)
     view = self._with_ctrl(
         view, jnp.zeros((self.num_envs, self.model.nu), jnp.float32))
     obs = jnp.nan_to_num(self._observe(view, init.task_state))
+    if self.pixel_obs is not None:
+      obs = self.pixel_obs.first(obs, extra)
     return EnvState(obs=obs, t=jnp.zeros((self.num_envs,), jnp.int32),
                     task_state=init.task_state, key=key, physics=physics)
 
@@ -290,31 +320,49 @@ class BatchedEnv:
     # Time-limit resets are known now: sample them and let the physics call
     # that steps also reset those envs.
     trunc_init = self._sample_if(trunc_key, time_up)
+    px = self.pixel_obs
+    if px is not None:  # Frames to render: on the cadence and final ones.
+      boundary, render = px.cadence(state.t + 1)
+      render = render | time_up
+    else:
+      render = None
     physics, view, reset_view, diverged = self.physics.step(
-        state.physics, ctrl, time_up, trunc_init.qpos, trunc_init.qvel)
+        state.physics, ctrl, time_up, trunc_init.qpos, trunc_init.qvel,
+        **self._render_kwargs(render))
+    extra = self._extras(view)
 
     # Finite inputs for the task functions even where physics blew up.
     view = jax.tree.map(jnp.nan_to_num, self._with_ctrl(view, ctrl))
     final_obs, reward, term = self._evaluate(view, state.task_state)
-    final_obs = jnp.where(diverged[:, None], state.obs,
-                          jnp.nan_to_num(final_obs))
     reward = jnp.where(diverged, 0.0, jnp.nan_to_num(reward))
     terminated = term | diverged
     truncated = time_up & ~terminated
     done = terminated | time_up
+    final_obs = jnp.nan_to_num(final_obs)
+    if px is not None:
+      final_obs = px.advance(state.obs, final_obs, extra, render,
+                             boundary | done)
+    final_obs = select(diverged, state.obs, final_obs)
 
     # Terminations are known only now: reset those envs with a second call.
+    # Pixels: their final frame, unless rendered already, is drawn by that
+    # call before it resets them.
     late = terminated & ~time_up
     def reset_late(args):
-      physics, reset_view, init = args
+      physics, reset_view, init, final_obs = args
       late_init = self._sample(term_key)
+      unrendered = None if render is None else late & ~render & ~diverged
       physics, late_view = self.physics.reset(
-          physics, late, late_init.qpos, late_init.qvel)
+          physics, late, late_init.qpos, late_init.qvel,
+          **self._render_kwargs(unrendered))
+      if 'final_frames' in late_view:
+        final_obs = px.replace_newest(
+            final_obs, late_view.pop('final_frames'), unrendered)
       return (physics, select(late, late_view, reset_view),
-              select(late, late_init, init))
-    physics, reset_view, init = jax.lax.cond(
+              select(late, late_init, init), final_obs)
+    physics, reset_view, init, final_obs = jax.lax.cond(
         jnp.any(late), reset_late, lambda args: args,
-        (physics, reset_view, trunc_init))
+        (physics, reset_view, trunc_init, final_obs))
 
     task_state = select(done, init.task_state, state.task_state)
     def reset_obs(final_obs):
@@ -322,6 +370,8 @@ class BatchedEnv:
       rview = jax.tree.map(jnp.nan_to_num,
                            self._with_ctrl(reset_view, zero_ctrl))
       first_obs = jnp.nan_to_num(self._observe(rview, init.task_state))
+      if px is not None:
+        first_obs = px.first(first_obs, self._extras(reset_view))
       return select(done, first_obs, final_obs)
     obs = jax.lax.cond(jnp.any(done), reset_obs, lambda o: o, final_obs)
 

@@ -23,17 +23,26 @@ RK4 models (cartpole, acrobot) a substep is `mjx.step` and one step1 follows
 the last one (n forwards + one position/velocity stage), as dm_control does.
 With impl='warp' the stages are not separately callable; there each control
 step is n `mjx.step` calls plus one `mjx.forward` for the view.
+
+Pixel observations (`roxie.envs.pixels`): frames are drawn on the host by
+MuJoCo's OpenGL renderer, through a `jax.pure_callback` that receives the
+poses (qpos, mocap) of the envs' MJX state, puts them into an MjData and runs
+mj_fwdPosition before drawing. The installed MJX has a batch renderer
+(`mujoco.mjx.warp.render`), but it needs NVIDIA Warp and a GPU, so it is not
+used here: the host path works everywhere (from a GPU program the callback
+copies the poses to the host and the frames back).
 """
 
 from __future__ import annotations
 
 import functools
-from typing import Any, Tuple
+from typing import Any, Optional, Tuple
 
 import jax
 import jax.numpy as jnp
 import mujoco
 from mujoco import mjx
+import numpy as np
 
 from roxie.envs import common
 
@@ -84,7 +93,8 @@ class MjxPhysics(common.Physics):
   """A batch of MJX simulations of one model; see the module docstring."""
 
   def __init__(self, model: mujoco.MjModel, task, num_envs: int,
-               impl: str = 'jax'):
+               impl: str = 'jax', extra_fields: Tuple[str, ...] = (),
+               renderer=None, pixel_obs=None):
     if impl not in IMPLS:
       raise ValueError(f'Unknown MJX impl {impl!r}; choose one of {IMPLS}.')
     if impl == 'warp':
@@ -103,6 +113,10 @@ class MjxPhysics(common.Physics):
     self.num_envs = num_envs
     self.n_substeps = task.n_substeps(model)
     self.fields = tuple(f for f in task.fields if f != 'ctrl')
+    self.fields += tuple(f for f in extra_fields if f not in self.fields)
+    self.renderer = renderer
+    if renderer is not None:
+      self._frame_shapes = pixel_obs.host_frame_shapes((num_envs,))
     self.shapes = common.field_shapes(model, self.fields)
     self.split = (impl == 'jax' and model.opt.integrator in (
         mujoco.mjtIntegrator.mjINT_EULER,
@@ -134,6 +148,34 @@ class MjxPhysics(common.Physics):
     return {f: _field(d, f).reshape((b,) + self.shapes[f]).astype(jnp.float32)
             for f in self.fields}
 
+  # -- pixels: host rendering from the MJX poses ----------------------------
+
+  def _host_frames(self, mask, qpos, mocap_pos, mocap_quat):
+    out = {k: np.zeros(s.shape, s.dtype) for k, s in self._frame_shapes.items()}
+    m = self.renderer.model
+    qpos, mocap_pos, mocap_quat = (np.asarray(a, np.float64) for a in
+                                   (qpos, mocap_pos, mocap_quat))
+
+    def load(i, d):
+      d.qpos[:] = qpos[i]
+      if m.nmocap:
+        d.mocap_pos[:] = mocap_pos[i]
+        d.mocap_quat[:] = mocap_quat[i]
+      mujoco.mj_fwdPosition(m, d)
+
+    self.renderer.render(load, np.flatnonzero(np.asarray(mask)),
+                         out.get('rgb'), out.get('zbuf'))
+    return out
+
+  def _frames(self, d: mjx.Data, mask: jax.Array):
+    """Host frames of the envs in `mask` (the rest zeros)."""
+    return jax.pure_callback(self._host_frames, self._frame_shapes, mask,
+                             d.qpos, d.mocap_pos, d.mocap_quat)
+
+  def _check_render(self, render: Optional[jax.Array]) -> None:
+    if (render is None) != (self.renderer is None):
+      raise ValueError('A render mask goes with a renderer (pixels), only.')
+
   @staticmethod
   def _diverged(d: mjx.Data) -> jax.Array:
     def bad(x):
@@ -147,23 +189,37 @@ class MjxPhysics(common.Physics):
   @_allow_rank_promotion
   def init(self, qpos, qvel) -> Tuple[Any, common.View]:
     d = jax.vmap(self._fresh)(qpos, qvel)
-    return d, self._view(d)
+    view = self._view(d)
+    if self.renderer is not None:
+      view['frames'] = self._frames(d, jnp.ones((self.num_envs,), bool))
+    return d, view
 
   @_allow_rank_promotion
-  def step(self, state, ctrl, reset_mask, qpos, qvel):
+  def step(self, state, ctrl, reset_mask, qpos, qvel, render=None):
+    self._check_render(render)
     d = state.replace(ctrl=ctrl.astype(state.ctrl.dtype))
     d = jax.vmap(self._advance)(d)
     view = self._view(d)
+    if render is not None:
+      view['frames'] = self._frames(d, render)
     diverged = self._diverged(d)
 
     def do_reset(d):
       fresh = jax.vmap(self._fresh)(qpos, qvel)
-      return common.select(reset_mask, fresh, d), self._view(fresh)
+      fresh_view = self._view(fresh)
+      if render is not None:
+        fresh_view['frames'] = self._frames(fresh, reset_mask)
+      return common.select(reset_mask, fresh, d), fresh_view
     d, reset_view = jax.lax.cond(jnp.any(reset_mask), do_reset,
                                  lambda d: (d, view), d)
     return d, view, reset_view, diverged
 
   @_allow_rank_promotion
-  def reset(self, state, mask, qpos, qvel):
+  def reset(self, state, mask, qpos, qvel, render=None):
+    self._check_render(render)
     fresh = jax.vmap(self._fresh)(qpos, qvel)
-    return common.select(mask, fresh, state), self._view(fresh)
+    view = self._view(fresh)
+    if render is not None:
+      view['final_frames'] = self._frames(state, render)
+      view['frames'] = self._frames(fresh, mask)
+    return common.select(mask, fresh, state), view

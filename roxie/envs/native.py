@@ -41,6 +41,11 @@ keep their pre-step state), whose bad-qpos/qvel/qacc warning counters rose
 (MuJoCo then resets them itself), or whose qpos/qvel are non-finite or beyond
 mjMAXVAL. `BatchedEnv` terminates and resets them.
 
+Pixel observations (`roxie.envs.pixels`): with a renderer, the same step
+callback also draws the envs due for a frame after stepping them (and the
+reset envs after resetting them), reading the pixels with mjr_readPixels
+straight into its output buffers, on the renderer's own GL thread.
+
 Only one program may drive a given env's host physics at a time, and
 `get_host_state`/`set_host_state` must be called between jitted calls (after
 `jax.block_until_ready`).
@@ -50,7 +55,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Optional
+from typing import Optional, Tuple
 
 import jax
 import jax.experimental
@@ -61,6 +66,7 @@ import mujoco.batch
 import numpy as np
 
 from roxie.envs import common
+from roxie.envs import pixels
 
 _VEL = mujoco.mjtStage.mjSTAGE_VEL.value
 _NONE = mujoco.mjtStage.mjSTAGE_NONE.value
@@ -82,12 +88,15 @@ class NativePhysics(common.Physics):
   """A `mujoco.batch.Batch` of one model; see the module docstring."""
 
   def __init__(self, model: mujoco.MjModel, task, num_envs: int,
-               nthread: Optional[int] = None, callback: str = 'auto'):
+               nthread: Optional[int] = None, callback: str = 'auto',
+               extra_fields: Tuple[str, ...] = (), renderer=None,
+               pixel_obs=None):
     nthread = os.cpu_count() if nthread is None else int(nthread)
     self.batch = mujoco.batch.Batch(model, num_envs, nthread, persistent=True)
     self.num_envs = num_envs
     self.n_substeps = task.n_substeps(model)
     self.fields = tuple(f for f in task.fields if f != 'ctrl')
+    self.fields += tuple(f for f in extra_fields if f not in self.fields)
     shapes = common.field_shapes(model, self.fields)
     self._bound = {f: self.batch.bind(f) for f in self.fields}
     for f in self.fields:  # bind() gives MjData's layout; make sure it is ours.
@@ -125,9 +134,17 @@ class NativePhysics(common.Physics):
     flat = jax.ShapeDtypeStruct((start,), jnp.float32)
     two = jax.ShapeDtypeStruct((2, start), jnp.float32)
     div = jax.ShapeDtypeStruct((num_envs,), jnp.bool_)
-    self._step_call = self._staged(self._host_step, (_TOKEN, two, div))
-    self._reset_call = self._staged(self._host_reset, (_TOKEN, flat))
-    self._init_call = self._staged(self._host_init, (_TOKEN, flat))
+    # Pixels: host frames, [2, B, ...] in step and reset (after the step or
+    # before the reset; after the reset), [B, ...] in init.
+    self.renderer = renderer
+    frames2 = frames = ()
+    if renderer is not None:
+      frames2 = (pixel_obs.host_frame_shapes((2, num_envs)),)
+      frames = (pixel_obs.host_frame_shapes((num_envs,)),)
+    self._step_call = self._staged(self._host_step,
+                                   (_TOKEN, two, div) + frames2)
+    self._reset_call = self._staged(self._host_reset, (_TOKEN, flat) + frames2)
+    self._init_call = self._staged(self._host_init, (_TOKEN, flat) + frames)
 
   def _staged(self, host, result_shapes):
     """`host(ctx, out, *args)` as a traceable function of args -> out."""
@@ -157,18 +174,37 @@ class NativePhysics(common.Physics):
             for f, lo, hi, shape in self._layout}
 
   def init(self, qpos, qvel):
-    token, flat = self._init_call(jnp.concatenate([qpos, qvel], axis=1))
-    return token, self._unpack(flat)
+    token, flat, *frames = self._init_call(
+        jnp.concatenate([qpos, qvel], axis=1))
+    view = self._unpack(flat)
+    if frames:
+      view['frames'] = frames[0]
+    return token, view
 
-  def step(self, state, ctrl, reset_mask, qpos, qvel):
-    token, views, diverged = self._step_call(
-        state, ctrl, reset_mask, jnp.concatenate([qpos, qvel], axis=1))
-    return token, self._unpack(views[0]), self._unpack(views[1]), diverged
+  def step(self, state, ctrl, reset_mask, qpos, qvel, render=None):
+    token, views, diverged, *frames = self._step_call(
+        state, ctrl, reset_mask, jnp.concatenate([qpos, qvel], axis=1),
+        *self._render_args(render))
+    view, reset_view = self._unpack(views[0]), self._unpack(views[1])
+    if frames:
+      view['frames'] = {k: v[0] for k, v in frames[0].items()}
+      reset_view['frames'] = {k: v[1] for k, v in frames[0].items()}
+    return token, view, reset_view, diverged
 
-  def reset(self, state, mask, qpos, qvel):
-    token, flat = self._reset_call(state, mask,
-                                   jnp.concatenate([qpos, qvel], axis=1))
-    return token, self._unpack(flat)
+  def reset(self, state, mask, qpos, qvel, render=None):
+    token, flat, *frames = self._reset_call(
+        state, mask, jnp.concatenate([qpos, qvel], axis=1),
+        *self._render_args(render))
+    view = self._unpack(flat)
+    if frames:
+      view['final_frames'] = {k: v[0] for k, v in frames[0].items()}
+      view['frames'] = {k: v[1] for k, v in frames[0].items()}
+    return token, view
+
+  def _render_args(self, render):
+    if (render is None) != (self.renderer is None):
+      raise ValueError('A render mask goes with a renderer (pixels), only.')
+    return () if render is None else (render,)
 
   # -- host side -------------------------------------------------------------
 
@@ -234,10 +270,21 @@ class NativePhysics(common.Physics):
     self.batch.forward(ids, stage=_VEL)
     self._copy_view(view_out, ids)
 
-  def _host_step(self, ctx, out, token, ctrl, mask, init) -> None:
+  def _load(self, i: int, data: mujoco.MjData) -> None:
+    """Env i's MjData (all stages current) into `data`, for rendering."""
+    self.batch.get_data(i, data)
+
+  def _render(self, ids, frames_out, slot=None) -> None:
+    """Draws envs `ids` into the frames buffers (their [slot] part)."""
+    rgb, zbuf = (None if a is None else (a if slot is None else a[slot])
+                 for a in pixels.host_frames(frames_out))
+    self.renderer.render(self._load, ids, rgb, zbuf)
+
+  def _host_step(self, ctx, out, token, ctrl, mask, init, render=None
+                 ) -> None:
     del ctx
     t_enter = time.perf_counter() if self.step_hook else 0.0
-    token_out, views_out, div_out = out
+    token_out, views_out, div_out = out[:3]
     views_out = np.asarray(views_out)
     view_out, reset_out = views_out[0], views_out[1]
     self._take_token(token)
@@ -253,31 +300,42 @@ class NativePhysics(common.Physics):
     self._find_diverged(diverged)
     if failed is not None:
       diverged[failed] = True
+    if render is not None:
+      self._render(np.flatnonzero(np.asarray(render)), out[3], 0)
 
     mask = np.asarray(mask)
     if mask.any():
-      self._reset_rows(np.flatnonzero(mask), np.asarray(init), reset_out)
+      ids = np.flatnonzero(mask)
+      self._reset_rows(ids, np.asarray(init), reset_out)
       self._note_warnings()
+      if render is not None:
+        self._render(ids, out[3], 1)
     self._give_token(token_out)
     if self.step_hook:
       self.step_hook(t_enter, time.perf_counter())
 
-  def _host_reset(self, ctx, out, token, mask, init) -> None:
+  def _host_reset(self, ctx, out, token, mask, init, render=None) -> None:
     del ctx
-    token_out, view_out = out
+    token_out, view_out = out[:2]
     self._take_token(token)
+    if render is not None:  # Final frames, before the reset.
+      self._render(np.flatnonzero(np.asarray(render)), out[2], 0)
     mask = np.asarray(mask)
     if mask.any():
-      self._reset_rows(np.flatnonzero(mask), np.asarray(init),
-                       np.asarray(view_out))
+      ids = np.flatnonzero(mask)
+      self._reset_rows(ids, np.asarray(init), np.asarray(view_out))
+      if render is not None:
+        self._render(ids, out[2], 1)
     self._note_warnings()
     self._give_token(token_out)
 
   def _host_init(self, ctx, out, init) -> None:
     del ctx
-    token_out, view_out = out
+    token_out, view_out = out[:2]
     self._reset_rows(np.arange(self.num_envs), np.asarray(init),
                      np.asarray(view_out))
+    if self.renderer is not None:
+      self._render(np.arange(self.num_envs), out[2])
     self._note_warnings()
     self._resync = False
     self._give_token(token_out)

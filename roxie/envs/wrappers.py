@@ -8,6 +8,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from roxie.envs.common import select
 from roxie.types import EnvSpec, EnvState, TimeStep
 
 
@@ -74,7 +75,7 @@ class ActionRepeat:
                                     jnp.logical_and(live, ts.terminated)),
           truncated=jnp.logical_or(acc.truncated,
                                    jnp.logical_and(live, ts.truncated)),
-          final_obs=jnp.where(live[:, None], ts.final_obs, acc.final_obs),
+          final_obs=select(live, ts.final_obs, acc.final_obs),
           info=jax.tree.map(lambda a, b: a + b, acc.info, ts.info))
       return (state, acc), None
 
