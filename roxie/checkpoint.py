@@ -233,9 +233,26 @@ def _write_item(path: str, tree) -> List[Dict[str, Any]]:
     node[parts[-1]] = value
   if nested:
     ocp = _orbax()
-    ckptr = ocp.Checkpointer(ocp.StandardCheckpointHandler())
+    options = _this_process_only(ocp)
+    ckptr = ocp.Checkpointer(
+        ocp.StandardCheckpointHandler(multiprocessing_options=options),
+        multiprocessing_options=options)
     ckptr.save(os.path.abspath(path), args=ocp.args.StandardSave(nested))
   return manifest
+
+
+def _this_process_only(ocp):
+  """Orbax options for a write or read by this process alone.
+
+  The arrays are host copies (NumPy), so no other process takes part; in a
+  multi-process JAX job orbax would otherwise wait for all processes at
+  its barriers (roxie's multi-process runs checkpoint from process 0 only).
+  """
+  if jax.process_count() == 1:
+    return ocp.options.MultiprocessingOptions()
+  me = jax.process_index()
+  return ocp.options.MultiprocessingOptions(primary_host=me,
+                                            active_processes={me})
 
 
 def _dump_meta(doc: Mapping[str, Any]) -> str:

@@ -183,6 +183,10 @@ def _train_command(args: argparse.Namespace) -> int:
           'env_options': env_options, 'overrides': overrides or None})
     except (FileNotFoundError, KeyError, ValueError) as e:
       return _fail(e.args[0] if isinstance(e, KeyError) else str(e))
+    try:
+      run_lib.check_resumable(meta, out)
+    except run_lib.RunError as e:
+      return _fail(str(e))
     saved_devices = int(meta.get('num_devices') or 1)
     if args.num_devices and args.num_devices != saved_devices:
       diffs.append(f'num_devices: the run has {saved_devices}, asked for '
@@ -216,9 +220,10 @@ def _train_command(args: argparse.Namespace) -> int:
     if args.num_devices and num_envs % args.num_devices:
       return _fail(f'the number of envs ({num_envs}) must be a multiple of '
                    f'--num-devices ({args.num_devices}).')
-    # A multi-process job writes no run directory (yet): its loop state is
-    # sharded across processes, which checkpoints do not cover.
-    out = None if multi else (args.out or _default_out(agent, task, seed))
+    # In a multi-process job only process 0 writes the run directory (with
+    # agent-only checkpoints, see roxie.run); give every process the same
+    # --out.
+    out = args.out or _default_out(agent, task, seed)
     from roxie import distributed  # pylint: disable=g-import-not-at-top
     try:  # Before anything starts JAX: CPU devices, the multi-process job.
       distributed.setup(args.num_devices, coordinator_address=args.coordinator,
@@ -240,7 +245,7 @@ def _train_command(args: argparse.Namespace) -> int:
       return _interrupted(e, out)
   if args.quiet and not (multi and args.process_id):
     print(run_lib.final_line(result), flush=True)
-  if out:
+  if out and not (multi and args.process_id):
     print(f'run saved to {out}')
   return 0
 
@@ -272,10 +277,11 @@ def _multi_process(args: argparse.Namespace):
   if not 0 <= args.process_id < args.num_processes:
     return True, _fail(f'--process-id must be in 0 .. '
                        f'{args.num_processes - 1}, got {args.process_id}.')
-  if args.resume or args.out:
-    return True, _fail('a multi-process job writes no run directory yet (its '
-                       'state is sharded across processes): drop --out and '
-                       '--resume.')
+  if args.resume:
+    return True, _fail('a multi-process run cannot be resumed: its '
+                       'checkpoints hold the agent state only (the '
+                       'environment and replay state are sharded across the '
+                       'processes and not gathered). Start a new run.')
   return True, None
 
 

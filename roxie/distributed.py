@@ -275,8 +275,23 @@ class _ShardLocalPhysics:
       p.set_host_state(r)
 
 
+def _wrapped(env) -> bool:
+  """Whether `env` is a wrapper dataclass (e.g. ActionRepeat) of `env.env`."""
+  return dataclasses.is_dataclass(env) and 'env' in {
+      f.name for f in dataclasses.fields(env)}
+
+
+def _with_num_envs(env, num_envs: int):
+  """`env` (through its wrappers) with its batch size set to `num_envs`."""
+  if _wrapped(env):
+    return dataclasses.replace(env, env=_with_num_envs(env.env, num_envs))
+  return dataclasses.replace(env, num_envs=int(num_envs))
+
+
 def _local_env(env, mesh: Mesh, nthread: Optional[int]):
   """The env of one shard of `env` (see `shard_env`)."""
+  if _wrapped(env):  # Shard what it wraps, then wrap the shard the same way.
+    return dataclasses.replace(env, env=_local_env(env.env, mesh, nthread))
   d = int(mesh.devices.size)
   if env.num_envs % d:
     raise ValueError(f'num_envs ({env.num_envs}) must be a multiple of the '
@@ -342,8 +357,7 @@ def make_sharded_env(task, *, mesh: Mesh, num_envs: int, backend: str = 'cpu',
                      f'number of devices ({d}).')
   template = envs.make(task, backend=backend, num_envs=d, nthread=(
       1 if backend == 'cpu' else None), **options)
-  local = _local_env(dataclasses.replace(template, num_envs=int(num_envs)),
-                     mesh, nthread)
+  local = _local_env(_with_num_envs(template, num_envs), mesh, nthread)
   return _sharded(template.spec, num_envs, mesh, local)
 
 

@@ -27,6 +27,13 @@ A run directory:
   tensorboard/       event files, with tensorboard=True
   .lock              held (flock) while a process trains the run
 
+Multi-process jobs. Process 0 alone writes the run directory; the other
+processes write nothing. Their environment and replay state is sharded
+across the processes and is not gathered, so such a run's checkpoints hold
+the (replicated) agent state only, config.json says so (`num_processes`,
+`checkpoint_contents`), and it cannot be resumed (`resume` says so); its
+policy can be evaluated, played and exported like any other.
+
 Exact resume. With the replay saved, a resumed run is bit-exact with an
 uninterrupted one: the compiled program is the same (iterations per call is
 part of config.json), every array it carries is restored, the native backend's
@@ -772,6 +779,8 @@ def train(agent: str = 'sac', task: str = DEFAULT_TASK, *, backend: str = 'cpu',
                   keep_checkpoints=keep_checkpoints)
   if tensorboard:
     check_tensorboard()
+  if jax.process_count() > 1 and jax.process_index() != 0:
+    out = None  # Process 0 alone writes the run directory.
   if out and os.path.exists(os.path.join(out, CONFIG_FILE)):
     raise FileExistsError(
         f'{out} already holds a run ({CONFIG_FILE}); continue it with '
@@ -782,6 +791,10 @@ def train(agent: str = 'sac', task: str = DEFAULT_TASK, *, backend: str = 'cpu',
   if meta['num_envs'] % meta['num_devices']:
     raise ValueError(f"num_envs ({meta['num_envs']}) must be a multiple of "
                      f"num_devices ({meta['num_devices']}).")
+  if jax.process_count() > 1:
+    # Checkpoints hold the replicated agent state only (see the module doc).
+    meta['num_processes'] = jax.process_count()
+    meta['checkpoint_contents'] = AGENT_ONLY
   with _run_lock(out):
     if out:
       _write_json(os.path.join(out, CONFIG_FILE), meta)
@@ -815,6 +828,7 @@ def resume(run_dir: str, *, steps: Optional[int] = None,
     check_tensorboard()
   meta, _, _ = load_run(run_dir)
   meta = dict(meta)
+  check_resumable(meta, run_dir)
   missing = [k for k in RUN_FIELDS if k not in meta]
   if missing:
     raise RunError(f'{run_dir} was written by an older roxie without '
@@ -827,6 +841,22 @@ def resume(run_dir: str, *, steps: Optional[int] = None,
                   checkpoint_every=checkpoint_every, keep=keep_checkpoints,
                   save_replay=save_replay, tensorboard=tensorboard,
                   verbose=verbose)
+
+
+AGENT_ONLY = 'agent'  # checkpoint_contents of a multi-process run.
+
+
+def check_resumable(meta: Mapping[str, Any], run_dir: str) -> None:
+  """Raises RunError for a run that cannot be resumed (multi-process)."""
+  procs = int(meta.get('num_processes') or 1)
+  if procs > 1 or meta.get('checkpoint_contents') == AGENT_ONLY:
+    raise RunError(
+        f'{run_dir} was trained by a multi-process job ({procs} processes): '
+        'its checkpoints hold the agent state only (the environment and '
+        'replay state were sharded across the processes and not gathered), '
+        'so it cannot be resumed. Its policy can still be evaluated, played '
+        f'and exported (roxie eval/play/export --run {run_dir}); to train '
+        'on, start a new run.')
 
 
 def _check_positive(**values) -> None:
@@ -892,9 +922,16 @@ def _train(meta: Dict[str, Any], out: Optional[str], *, resume: bool,
   elif out:
     ckpt_lib.cleanup(out)
 
+  agent_only = meta.get('checkpoint_contents') == AGENT_ONLY
+  if out and agent_only:
+    notes.append(
+        f'note: multi-process job ({meta.get("num_processes")} processes): '
+        f'process 0 writes {out}; its checkpoints hold the agent state only '
+        '(environment and replay state are sharded across the processes and '
+        'not gathered), so this run cannot be resumed.')
   progress = _Progress(total, runner.env_steps, verbose)
   for note in notes:
-    if note.startswith('warning:'):  # Shown even when quiet.
+    if note.startswith(('warning:', 'note:')):  # Shown even when quiet.
       print(f'roxie: {note}', file=sys.stderr, flush=True)
     else:
       progress.log(note)
@@ -999,16 +1036,21 @@ def _save_checkpoint(out, progs, state, key, runner: _Runner, meta, csv_log,
   jax.block_until_ready(state)  # Host physics is read after the program ran.
   saved = dataclasses.replace(runner, csv_rows=csv_log.rows,
                               csv_columns=csv_log.columns, wall_time=wall)
+  agent_only = meta.get('checkpoint_contents') == AGENT_ONLY
   ckpt_meta = {'run': json.loads(json.dumps(_run_identity(meta))),
                'runner': saved.to_json(),
-               'replay_saved': bool(save_replay
+               'replay_saved': bool(save_replay and not agent_only
                                     and not progs.recipe.on_policy)}
   from roxie import __version__  # pylint: disable=g-import-not-at-top
   ckpt_meta['roxie_version'] = __version__
-  ckpt_lib.save(out, runner.env_steps,
-                _items(progs, state, key, save_replay), meta=ckpt_meta,
-                keep=keep)
-  save_agent_state(os.path.join(out, STATE_FILE), state.agent)
+  if agent_only:  # This process's copy of the replicated agent state.
+    ckpt_meta['contents'] = AGENT_ONLY
+    items = {'agent': distributed.local_copy(state.agent)}
+  else:
+    items = _items(progs, state, key, save_replay)
+  ckpt_lib.save(out, runner.env_steps, items, meta=ckpt_meta, keep=keep)
+  save_agent_state(os.path.join(out, STATE_FILE),
+                   distributed.local_copy(state.agent))
 
 
 def _stop_with_checkpoint(stop: _StopRequest, out, progs, state, key,

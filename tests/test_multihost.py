@@ -82,6 +82,65 @@ def test_two_processes_stay_in_sync():
   assert single['integrator']['completed'] == a['integrator']['completed']
 
 
+def test_two_process_train_writes_one_run_folder(tmp_path, capsys):
+  """`roxie train` in a 2-process job: process 0 alone writes the run."""
+  from roxie import checkpoint as ckpt  # pylint: disable=g-import-not-at-top
+  from roxie import cli  # pylint: disable=g-import-not-at-top
+  from roxie import run as run_lib  # pylint: disable=g-import-not-at-top
+  out = tmp_path / 'run'
+  port = _free_port()
+  argv = [sys.executable, '-m', 'roxie.cli', 'train', '--agent', 'sac',
+          '--task', 'PendulumSwingup', '--num-envs', '2', '--steps', '160',
+          '--eval-every', '40', '--eval-episodes', '2', '--episode-length',
+          '20', '--out', str(out), '--quiet',
+          '--coordinator', f'127.0.0.1:{port}', '--num-processes', '2']
+  for setting in ('hidden_sizes=8', 'batch_size=8', 'warmup_steps=20',
+                  'replay_capacity=64'):
+    argv += ['--set', setting]
+  procs = [subprocess.Popen(argv + ['--process-id', str(i)],
+                            env=ts.worker_environ(1), cwd=ts.ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True) for i in range(2)]
+  outs = []
+  try:
+    for p in procs:
+      outs.append(p.communicate(timeout=600))
+  finally:
+    for p in procs:
+      if p.poll() is None:
+        p.kill()
+        p.wait()
+  for i, (p, (stdout, stderr)) in enumerate(zip(procs, outs)):
+    assert p.returncode == 0, f'process {i}:\n{stdout}\n{stderr[-6000:]}'
+  (out0, err0), (out1, _) = outs
+  assert f'run saved to {out}' in out0 and 'run saved to' not in out1
+  assert 'final eval_return=' in out0 and 'final eval_return=' not in out1
+  assert 'cannot be resumed' in err0, err0
+
+  # One run folder, written once: one row per evaluation, no duplicates.
+  meta = json.loads((out / run_lib.CONFIG_FILE).read_text())
+  assert meta['num_processes'] == 2 and meta['num_devices'] == 2
+  assert meta['checkpoint_contents'] == 'agent'
+  rows = (out / run_lib.METRICS_FILE).read_text().splitlines()
+  assert rows[0].startswith('env_steps,')
+  assert [int(r.split(',')[0]) for r in rows[1:]] == [40, 80, 120, 160]
+  assert ckpt.list_steps(str(out))[-1] == 160
+  latest = ckpt.latest(str(out))
+  assert ckpt.read_meta(latest)['meta']['contents'] == 'agent'
+  assert ckpt.read_meta(latest)['meta']['replay_saved'] is False
+  assert list(ckpt.read(latest)) == ['agent']
+  assert not [n for n in os.listdir(ckpt.checkpoint_dir(str(out)))
+              if n.startswith('.tmp-')]
+
+  # The policy is usable; resuming is refused with a clear message.
+  result = run_lib.evaluate_run(str(out), episodes=2)
+  assert result.returns.shape == (2,)
+  assert cli.main(['train', '--resume', str(out)]) == 2
+  err = capsys.readouterr().err
+  assert 'multi-process job (2 processes)' in err and 'cannot be resumed' in err
+  assert ckpt.list_steps(str(out))[-1] == 160  # Nothing changed.
+
+
 # -- worker --------------------------------------------------------------------
 
 

@@ -312,19 +312,21 @@ def test_mjx_shards_match_separate_envs():
 
 @pytest.mark.slow  # ~1.5 min on 2 busy cores: SAC's and the evaluator's compiles.
 def test_cli_num_devices_trains_and_checkpoints(tmp_path):
+  # SAC's default action repeat (4) wraps the env: sharding reaches through
+  # the wrapper. Episodes (40) and steps (12 calls of 4 envs x 4) fit it.
   out_dir = tmp_path / 'run'
   env = worker_environ(1)
   env.pop('XLA_FLAGS')  # `--num-devices` alone must split the CPU.
   proc = subprocess.run(
       [sys.executable, '-m', 'roxie.cli', 'train', '--agent', 'sac',
-       '--task', 'PendulumSwingup', '--num-envs', '4', '--steps', '200',
-       '--episode-length', '50', '--eval-episodes', '2', '--set',
+       '--task', 'PendulumSwingup', '--num-envs', '4', '--steps', '192',
+       '--episode-length', '40', '--eval-episodes', '2', '--set',
        'warmup_steps=100', '--set', 'batch_size=32', '--set',
        'hidden_sizes=16,16', '--num-devices', '2', '--out', str(out_dir),
        '--quiet'], env=env, cwd=ROOT, capture_output=True, text=True,
       timeout=600, check=False)
   assert proc.returncode == 0, proc.stderr[-4000:]
-  assert 'final eval_return=' in proc.stdout and 'env_steps=200' in proc.stdout
+  assert 'final eval_return=' in proc.stdout and 'env_steps=192' in proc.stdout
   with open(out_dir / 'config.json') as f:
     assert json.load(f)['num_devices'] == 2
   assert os.listdir(out_dir / 'checkpoints')
