@@ -256,12 +256,16 @@ def _interrupted(e: KeyboardInterrupt, out: Optional[str]) -> int:
   if isinstance(e, run_lib.Interrupted):
     print(f'roxie: {e}', file=sys.stderr, flush=True)
     return e.exit_code
-  # Ctrl-C before the training loop took over the signals (while building
-  # or compiling): nothing of the run's progress to save yet.
-  hint = (f' Resume with: roxie train --resume {out}'
-          if out and os.path.exists(os.path.join(out, 'config.json')) else '')
-  print(f'roxie: interrupted before training began; no checkpoint was '
-        f'written.{hint}', file=sys.stderr, flush=True)
+  # Ctrl-C where the training loop does not handle signals: before it took
+  # them over (while building or compiling), or in a multi-process job.
+  hint = ''
+  try:
+    run_lib.check_resumable(run_lib.load_run(out)[0], out)
+    hint = f' Resume with: roxie train --resume {out}'
+  except (FileNotFoundError, KeyError, TypeError, ValueError):
+    pass  # Not a run (yet), or one that cannot be resumed.
+  print('roxie: interrupted; no checkpoint was written at this point (earlier '
+        f'ones are kept).{hint}', file=sys.stderr, flush=True)
   return 130
 
 

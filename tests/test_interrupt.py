@@ -133,3 +133,21 @@ def test_sigint_and_sigterm_stop_with_a_checkpoint_and_resume(tmp_path):
       os.path.join(ckpt.checkpoint_dir(str(ref)), final),
       os.path.join(ckpt.checkpoint_dir(str(run_dir)), final),
       skip={('loop', NATIVE_TOKEN)})
+
+
+def test_ctrl_c_before_the_loop_takes_over_exits_130(tmp_path, monkeypatch,
+                                                      capsys):
+  from roxie import cli  # pylint: disable=g-import-not-at-top
+  from roxie import run as run_lib  # pylint: disable=g-import-not-at-top
+
+  def interrupted(*args, **kwargs):
+    del args, kwargs
+    raise KeyboardInterrupt  # As Ctrl-C while the programs compile.
+
+  monkeypatch.setattr(run_lib, 'train', interrupted)
+  code = cli.main(['train', '--agent', 'sac', '--task', 'PendulumSwingup',
+                   '--out', str(tmp_path / 'run'), '--quiet'])
+  assert code == 130
+  _, err = capsys.readouterr()
+  assert 'interrupted; no checkpoint was written' in err, err
+  assert '--resume' not in err  # There is no run to resume.
