@@ -29,17 +29,19 @@ One step callback does:
   ctrl <- actions; batch.step(nstep=n_substeps, stage=mjSTAGE_VEL), which
   leaves position/velocity fields current at no extra cost (the persistent
   batch continues its next step from those stages), i.e. dm_control's
-  legacy_step; copy the task's fields out (all into one flat float32
-  buffer, a contiguous [B, ...] block per field: each buffer costs ~1 us of
-  Python per call; JAX slices it apart for free); flag diverged envs; then
-  reset the envs whose time limit
+  legacy_step; copy the task's fields and qpos/qvel out (all into one flat
+  float32 buffer, a contiguous [B, ...] block per field, qpos and qvel in
+  one: each buffer costs ~1 us of Python per call and each block copy
+  ~1.5 us; JAX slices it apart for free); flag envs that failed or whose
+  warnings rose; then reset the envs whose time limit
   was reached (their reset qpos/qvel were sampled in JAX before the call) and
   copy their post-reset fields out too.
 
 Divergence: envs that raise in MuJoCo (`mujoco.batch.SimulationError`; they
 keep their pre-step state), whose bad-qpos/qvel/qacc warning counters rose
-(MuJoCo then resets them itself), or whose qpos/qvel are non-finite or beyond
-mjMAXVAL. `BatchedEnv` terminates and resets them.
+(MuJoCo then resets them itself), both found by the callback, or whose
+qpos/qvel are non-finite or beyond mjMAXVAL, found by the compiled code on
+the view. `BatchedEnv` terminates and resets them.
 
 Pixel observations (`roxie.envs.pixels`): with a renderer, the same step
 callback also draws the envs due for a frame after stepping them (and the
@@ -80,6 +82,19 @@ _TOKEN = jax.ShapeDtypeStruct((), jnp.int32)
 CALLBACKS = ('auto', 'buffer', 'io')
 
 
+def _out_of_bounds(view: common.View) -> jax.Array:
+  """[B] bool: qpos or qvel non-finite or beyond mjMAXVAL (MuJoCo's 'bad').
+
+  On the float32 view, where it fuses with the task's functions at no cost
+  (on the host, two passes over the strided state rows cost 4-12 us a step).
+  float32 keeps inf and NaN and represents the limit 1e10 exactly; only
+  float64 values within 2**-24 above it round down onto it and pass.
+  """
+  def bad(x):
+    return jnp.any(~(jnp.abs(x) <= common.MAX_STATE_VALUE), axis=1)
+  return bad(view['qpos']) | bad(view['qvel'])
+
+
 class StaleStateError(RuntimeError):
   """An EnvState that is not the latest was handed to the native backend."""
 
@@ -97,6 +112,9 @@ class NativePhysics(common.Physics):
     self.n_substeps = task.n_substeps(model)
     self.fields = tuple(f for f in task.fields if f != 'ctrl')
     self.fields += tuple(f for f in extra_fields if f not in self.fields)
+    # The view always carries qpos and qvel: divergence by value is checked
+    # on them in the compiled code (see `step`).
+    self.fields += tuple(f for f in ('qpos', 'qvel') if f not in self.fields)
     shapes = common.field_shapes(model, self.fields)
     self._bound = {f: self.batch.bind(f) for f in self.fields}
     for f in self.fields:  # bind() gives MjData's layout; make sure it is ours.
@@ -122,14 +140,25 @@ class NativePhysics(common.Physics):
           f'Unknown callback {callback!r}; choose one of {CALLBACKS}.')
     self.callback = callback
     # All view fields travel in one flat float32 buffer (each buffer of a
-    # callback costs ~1 us of Python per call), field after field, each a
-    # contiguous [B, n] block (a contiguous destination copies twice as fast
-    # as columns of a [B, V] matrix); JAX slices it apart for free.
-    self._layout = []
-    start = 0
+    # callback costs ~1 us of Python per call) as contiguous [B, n] blocks (a
+    # contiguous destination copies twice as fast as columns of a [B, V]
+    # matrix), one np.copyto each (~1.5 us at 16 envs): qpos and qvel in one
+    # [B, nq + nv] block, as they lie in the state rows, then each other
+    # field; JAX slices them apart for free. Each block is
+    # (host source [B, n] float64, lo, hi, ((field, col_lo, col_hi, shape),)).
+    nq, nv = model.nq, model.nv
+    sources = [(self._posvel, (('qpos', 0, nq, shapes['qpos']),
+                               ('qvel', nq, nq + nv, shapes['qvel'])))]
     for f in self.fields:
-      size = num_envs * int(np.prod(shapes[f]))
-      self._layout.append((f, start, start + size, shapes[f]))
+      if f not in ('qpos', 'qvel'):
+        src = self._bound[f].reshape(num_envs, -1)
+        assert np.may_share_memory(src, self._bound[f]), f  # A live view.
+        sources.append((src, ((f, 0, src.shape[1], shapes[f]),)))
+    self._blocks = []
+    start = 0
+    for src, parts in sources:
+      size = src.size
+      self._blocks.append((src, start, start + size, parts))
       start += size
     flat = jax.ShapeDtypeStruct((start,), jnp.float32)
     two = jax.ShapeDtypeStruct((2, start), jnp.float32)
@@ -170,8 +199,12 @@ class NativePhysics(common.Physics):
 
   def _unpack(self, flat: jax.Array) -> common.View:
     b = self.num_envs
-    return {f: flat[lo:hi].reshape((b,) + shape)
-            for f, lo, hi, shape in self._layout}
+    view = {}
+    for _, lo, hi, parts in self._blocks:
+      block = flat[lo:hi].reshape(b, -1)
+      for f, c0, c1, shape in parts:
+        view[f] = block[:, c0:c1].reshape((b,) + shape)
+    return view
 
   def init(self, qpos, qvel):
     token, flat, *frames = self._init_call(
@@ -186,6 +219,7 @@ class NativePhysics(common.Physics):
         state, ctrl, reset_mask, jnp.concatenate([qpos, qvel], axis=1),
         *self._render_args(render))
     view, reset_view = self._unpack(views[0]), self._unpack(views[1])
+    diverged = diverged | _out_of_bounds(view)
     if frames:
       view['frames'] = {k: v[0] for k, v in frames[0].items()}
       reset_view['frames'] = {k: v[1] for k, v in frames[0].items()}
@@ -229,26 +263,20 @@ class NativePhysics(common.Physics):
     self._warn_total = int(self._warn_seen.sum())
 
   def _find_diverged(self, diverged: np.ndarray) -> None:
-    """diverged[i] = env i's warnings rose, or its qpos/qvel is bad.
+    """diverged[i] = env i's bad-state warnings rose (MuJoCo reset it).
 
-    Whole-batch reductions first: per-env ones only when something is off
-    (per-row reductions over short rows cost ~10 us each at 256 envs).
+    One whole-batch sum; per-env ones only when something is off. Bad
+    qpos/qvel values are flagged in the compiled code (`_out_of_bounds`).
     """
     diverged[...] = False
     if int(self._bad_warnings.sum()) != self._warn_total:
       diverged |= self._bad_warnings.sum(axis=1) > self._warn_seen
       self._note_warnings()
-    limit = common.MAX_STATE_VALUE
-    pv = self._posvel
-    # NaN propagates through max/min and fails the comparisons.
-    if not (pv.max() <= limit and pv.min() >= -limit):
-      diverged |= ~(np.abs(pv) <= limit).all(axis=1)
 
   def _copy_view(self, out: np.ndarray, ids=None) -> None:
-    """The bound fields (float64) into the flat float32 `out`, all or some envs."""
+    """The view's blocks (float64) into the flat float32 `out`, all or some envs."""
     b = self.num_envs
-    for f, lo, hi, _ in self._layout:
-      src = self._bound[f].reshape(b, -1)
+    for src, lo, hi, _ in self._blocks:
       dst = out[lo:hi].reshape(b, -1)
       if ids is None:
         np.copyto(dst, src, casting='same_kind')
