@@ -36,7 +36,7 @@ which its context is created, current and used, and the callback hands it the
 batch (one hand-over per call, not per env).
 
 Rendering settings are lean: no MSAA, shadows or reflections (the skybox
-stays), an offscreen buffer of the image's size; ~5x faster than MuJoCo's
+stays), an offscreen buffer of the image's size; ~4x faster than MuJoCo's
 defaults on a CPU.
 
 Frame stacking and render cadence (a "step" is one `env.step` call as the
