@@ -14,6 +14,10 @@ For each task and env count, prints env steps/s of
            resets; plus entering/leaving Python); 'prof ratio' is
            physics / (physics + cb + between), the in-loop efficiency within
            one run, which other load on a shared machine disturbs least;
+  own us   roxie's own work per env step, by process CPU time (best of
+           --repeats): the same scan with batch.step replaced by a no-op, so
+           the callback's crossing and copies, the host checks and XLA's
+           action mapping, task functions and reset logic, without physics;
   mjx      roxie.envs.make(task, backend='mjx') in the same scan, with its
            compile time (long for contact-rich models on CPU: 45-85 s).
 
@@ -81,6 +85,10 @@ def _task(name: str):
   except KeyError:
     print(f'  ({name} is not registered: using a stand-in task on its model)')
     return _standin(name)
+
+
+def _load():
+  return ', '.join(f'{x:.2f}' for x in os.getloadavg())
 
 
 def _best_time(fn, repeats):
@@ -193,10 +201,27 @@ def _profile(env, steps):
   return 1e6 * np.array([in_batch, rest, between])
 
 
+def _own_work(env, steps, repeats):
+  """CPU us per env step of the scan with the physics step a no-op."""
+  physics = env.physics
+  real = physics.batch.step
+  physics.batch.step = lambda *args, **kwargs: None
+  try:
+    once, _ = _scan(env, steps, seed=2)
+    best = float('inf')
+    for _ in range(repeats):
+      c0 = time.process_time()
+      once()
+      best = min(best, time.process_time() - c0)
+  finally:
+    physics.batch.step = real
+  return 1e6 * best / steps
+
+
 def throughput(args):
   print(f'{"task":18s} {"B":>4s} {"raw/s":>10s} {"native/s":>10s} '
         f'{"ratio":>6s} {"cpu-t ratio":>11s} {"physics|cb|xla us":>19s} '
-        f'{"prof ratio":>10s} '
+        f'{"prof ratio":>10s} {"own us":>6s} '
         f'{"cpu jit s":>9s} {"mjx/s":>9s} {"mjx jit s":>9s}')
   for name in args.tasks:
     task = _task(name)
@@ -213,6 +238,7 @@ def throughput(args):
       raw = num_envs * steps / t_raw
       native = num_envs * steps / t_native
       prof = _profile(env, steps)
+      own = _own_work(env, steps, args.repeats)
       mjx_rate, mjx_compile = float('nan'), float('nan')
       if not args.no_mjx and not (args.quick and heavy_mjx):
         mjx_env = envs.make(task, backend='mjx', num_envs=num_envs)
@@ -223,7 +249,7 @@ def throughput(args):
       prof_s = '{:5.0f}|{:4.0f}|{:4.0f}'.format(*prof)
       print(f'{name:18s} {num_envs:4d} {raw:10,.0f} {native:10,.0f} '
             f'{native / raw:6.2f} {c_raw / c_native:11.2f} {prof_s:>19s} '
-            f'{prof[0] / prof.sum():10.2f} '
+            f'{prof[0] / prof.sum():10.2f} {own:6.1f} '
             f'{cpu_compile:9.1f} {mjx_rate:9,.0f} {mjx_compile:9.1f}',
             flush=True)
 
@@ -320,11 +346,13 @@ def main(argv=None):
   args.tasks = [t for t in args.tasks.split(',') if t]
   args.envs = [int(b) for b in args.envs.split(',') if b]
   print(f'jax {jax.__version__}, mujoco {mujoco.__version__}, '
-        f'{os.cpu_count()} cores, nthread={args.nthread}', flush=True)
+        f'{os.cpu_count()} cores, nthread={args.nthread}, load average '
+        f'(1/5/15 min) {_load()}', flush=True)
   if args.callbacks:
     compare_callbacks(args)
   else:
     throughput(args)
+  print(f'load average at end: {_load()}')
 
 
 if __name__ == '__main__':

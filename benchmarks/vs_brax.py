@@ -11,6 +11,8 @@ in this invocation. For each run it prints
                compiles; the periodic evaluations are included: both sides
                evaluate 10 episodes, deterministically, at the same step
                counts); needs --evals >= 4, better 6 or more;
+  sps/cpu-s    the same per second of the process's CPU time (all its
+               threads), which other processes' load inflates least;
   brax sps     Brax's own `training/sps` (excludes its evaluations), for
                reference;
   to thr s     wall-clock from the start of the call (env construction and
@@ -142,7 +144,7 @@ def roxie_run(agent: str, backend: str, task: str, steps: int, num_evals: int,
   evaluate = loops.make_evaluator(recipe, eval_env)
   key = jax.random.PRNGKey(seed)
   state = init(key)
-  records = []
+  records, cpu = [], []
   done = 0
   for i in range(max(1, num_evals)):  # like Brax: evaluate at 0, then chunks
     if i:
@@ -151,8 +153,9 @@ def roxie_run(agent: str, backend: str, task: str, steps: int, num_evals: int,
     result = evaluate(state.agent, jax.random.fold_in(key, done))
     ret = float(jax.device_get(result.mean))
     records.append((done, time.perf_counter() - t_start, ret))
-  return dict(records=records, total_s=time.perf_counter() - t_start,
-              steps=done)
+    cpu.append(time.process_time())
+  return dict(records=records, cpu=cpu,
+              total_s=time.perf_counter() - t_start, steps=done)
 
 
 # ----------------------------------------------------------------------------
@@ -192,11 +195,12 @@ def brax_run(agent: str, task: str, steps: int, num_evals: int,
   t_start = time.perf_counter()
   env = registry.load(task, config_overrides={'impl': 'jax'})
   eval_env = registry.load(task, config_overrides={'impl': 'jax'})
-  records, brax_sps = [], []
+  records, brax_sps, cpu = [], [], []
 
   def progress(num_steps, metrics):
     records.append((int(num_steps), time.perf_counter() - t_start,
                     float(metrics['eval/episode_reward'])))
+    cpu.append(time.process_time())
     if 'training/sps' in metrics:
       brax_sps.append(float(metrics['training/sps']))
 
@@ -244,7 +248,8 @@ def brax_run(agent: str, task: str, steps: int, num_evals: int,
               learning_rate=s['actor_lr'], discounting=s['discount'],
               tau=s['tau'], reward_scaling=1.0, normalize_observations=False,
               network_factory=factory)
-  return dict(records=records, total_s=time.perf_counter() - t_start,
+  return dict(records=records, cpu=cpu,
+              total_s=time.perf_counter() - t_start,
               steps=records[-1][0] if records else 0,
               brax_sps=brax_sps[-1] if brax_sps else float('nan'),
               patch=patch_note)
@@ -405,13 +410,20 @@ def main(argv=None):
     recs = r['records']
     thr_s, thr_steps = _first_reaching(recs, args.threshold)
     r['sps'] = _steady_sps(recs)
+    # The same by process CPU time (all threads): what other processes' load
+    # on a shared machine inflates least.
+    cpu = r.get('cpu') or []
+    r['cpu_sps'] = (_steady_sps([(n, c, v) for (n, _, v), c in zip(recs, cpu)])
+                    if len(cpu) == len(recs) else float('nan'))
     r['thr_s'] = thr_s
     rows.append([agent, who, f'{r["steps"]:,}', _fmt(r['sps'], ',.0f'),
+                 _fmt(r['cpu_sps'], ',.0f'),
                  _fmt(r.get('brax_sps'), ',.0f'), _fmt(thr_s, '.0f'),
                  _fmt(thr_steps, ','), f'{recs[-1][2]:.1f}' if recs else '-',
                  f'{r["total_s"]:.0f}'])
   print()
-  print(H.fmt_table(['agent', 'run', 'env steps', 'sps', 'brax sps',
+  print(H.fmt_table(['agent', 'run', 'env steps', 'sps', 'sps/cpu-s',
+                     'brax sps',
                      'to thr s', 'to thr steps', 'final', 'total s'], rows))
   print()
   for agent in args.agents.split(','):
@@ -425,8 +437,11 @@ def main(argv=None):
                  if not math.isnan(r['thr_s']) and not math.isnan(b['thr_s'])
                  else float('nan'))
       meets = '-' if math.isnan(ratio) else ('yes' if ratio >= target else 'NO')
+      cpu_ratio = (r['cpu_sps'] / b['cpu_sps'] if b['cpu_sps'] > 0
+                   else float('nan'))
       print(f'{agent}: roxie/{backend} vs brax/mjx: sps {_fmt(ratio, ".2f")}x '
-            f'(target >= {target}x: {meets}); time to threshold '
+            f'(target >= {target}x: {meets}); per CPU-second '
+            f'{_fmt(cpu_ratio, ".2f")}x; time to threshold '
             f'{_fmt(t_ratio, ".2f")}x')
   if not available:
     print(f'\nBrax figures missing: {brax.problem if not args.no_brax else "--no-brax"}')
