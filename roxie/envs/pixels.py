@@ -68,6 +68,7 @@ finger and reacher; `depth_range_of(env)` gives the one in use.
 
 from __future__ import annotations
 
+import atexit
 import concurrent.futures
 import copy
 import dataclasses
@@ -101,6 +102,8 @@ class PixelSpec:
     frame_stack: S, frames per image entry, oldest first, newest last.
     render_every: render a new frame every this many steps of an episode
       (always on its first and final observation); hold the last in between.
+      Steps are agent steps: under `make(..., action_repeat=r)`, r control
+      steps each (frames are stacked per agent step too).
     state: expose 'state', the task's flat float32 observation [B, O].
     sensors: names of MuJoCo sensors of the model (e.g. 'touch_toe') to
       expose as 'sensors', float32 [B, K], their values concatenated in order.
@@ -386,6 +389,10 @@ class HostRenderer:
     self._rect = mujoco.MjrRect(0, 0, spec.width, spec.height)
     self._finalizer = weakref.finalize(self, _close, self._worker, self._gl,
                                        self._con)
+    # At exit, free the context before EGL's own exit hook (registered when
+    # the first context was made; exit hooks run last-in, first-out)
+    # terminates the display under it.
+    atexit.register(self._finalizer)
 
   def _create(self, context_class):
     ctx = context_class(self.width, self.height)
