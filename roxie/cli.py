@@ -45,6 +45,24 @@ def _parser() -> argparse.ArgumentParser:
                  help='default: 10')
   t.add_argument('--episode-length', type=int, default=None,
                  help="shorten episodes (default: the task's, 1000 steps)")
+  t.add_argument('--obs', default=None,
+                 choices=('state', 'pixels', 'pixels+state'),
+                 help="what the agent observes: the state vector (default), "
+                 "rendered camera frames, or both; from pixels the agent's "
+                 "PIXEL_DEFAULTS apply (sac; --set still wins)")
+  t.add_argument('--resolution', default=None, metavar='HxW',
+                 help='--obs pixels: frame size, e.g. 64x64 or 84 (default 64)')
+  t.add_argument('--camera', default=None,
+                 help="--obs pixels: camera id or name (default 0, the "
+                 "task's tracking camera where it has one)")
+  t.add_argument('--frame-stack', type=int, default=None, metavar='S',
+                 help='--obs pixels: frames stacked per observation '
+                 '(default 3)')
+  t.add_argument('--render-every', type=int, default=None, metavar='N',
+                 help='--obs pixels: render every N agent steps, holding the '
+                 'last frame in between (default 1)')
+  t.add_argument('--depth', action='store_true', default=None,
+                 help='--obs pixels: add a depth image')
   t.add_argument('--resume', default=None, metavar='DIR',
                  help="continue the run in DIR from its latest checkpoint, "
                  "with its saved settings")
@@ -161,6 +179,12 @@ def _train_command(args: argparse.Namespace) -> int:
       return _fail(str(e))
   env_options = ({'episode_length': args.episode_length}
                  if args.episode_length else None)
+  try:
+    pixels = _pixel_options(args)
+  except ValueError as e:
+    return _fail(str(e))
+  if pixels is not None:
+    env_options = dict(env_options or {}, pixels=pixels)
   # What --resume refuses to resume with: errors of the run, not of roxie.
   refused = (FileNotFoundError, FileExistsError, run_lib.RunError,
              ckpt_lib.CheckpointError, config_lib.ConfigError)
@@ -211,9 +235,11 @@ def _train_command(args: argparse.Namespace) -> int:
     task = args.task or run_lib.DEFAULT_TASK
     seed = 0 if args.seed is None else args.seed
     try:
+      if pixels is not None:  # The agent's pixel defaults, under --set.
+        overrides = dict(run_lib.pixel_defaults(agent), **overrides)
       run_lib.resolve_config(agent, overrides)
       envs.get_task(task)
-    except (config_lib.ConfigError, KeyError) as e:
+    except (config_lib.ConfigError, KeyError, run_lib.RunError) as e:
       return _fail(e.args[0] if isinstance(e, KeyError) else str(e))
     num_envs = args.num_envs or run_lib.resolve_config(
         agent, overrides)[1].num_envs
@@ -267,6 +293,41 @@ def _interrupted(e: KeyboardInterrupt, out: Optional[str]) -> int:
   print('roxie: interrupted; no checkpoint was written at this point (earlier '
         f'ones are kept).{hint}', file=sys.stderr, flush=True)
   return 130
+
+
+def _pixel_options(args: argparse.Namespace):
+  """env_options['pixels'] from --obs and its options (None: the state)."""
+  from roxie import run as run_lib  # pylint: disable=g-import-not-at-top
+  given = [f'--{n.replace("_", "-")}' for n in ('resolution', 'camera',
+                                                  'frame_stack',
+                                                  'render_every', 'depth')
+           if getattr(args, n) is not None]
+  obs = args.obs
+  if obs is None and args.resume:
+    if given:
+      raise ValueError(f'{", ".join(given)} cannot change a resumed run.')
+    return None
+  obs = obs or 'state'
+  if obs == 'state':
+    if given:
+      raise ValueError(f'{", ".join(given)} only apply with --obs pixels or '
+                       '--obs pixels+state.')
+    return None
+  resolution = (64, 64)
+  if args.resolution:
+    parts = args.resolution.lower().split('x')
+    try:
+      resolution = tuple(int(p) for p in parts) * (2 if len(parts) == 1 else 1)
+    except ValueError:
+      resolution = ()
+    if len(resolution) != 2:
+      raise ValueError(f'--resolution must be HxW or N, got '
+                       f'{args.resolution!r}.')
+  return run_lib.pixel_options(
+      obs, resolution=resolution,
+      camera=0 if args.camera is None else args.camera,
+      frame_stack=args.frame_stack or 3, render_every=args.render_every or 1,
+      depth=bool(args.depth))
 
 
 def _multi_process(args: argparse.Namespace):

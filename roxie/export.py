@@ -91,8 +91,14 @@ class Policy:
     object.__setattr__(self, '_jitted', jax.jit(self.apply))
 
   def __call__(self, obs):
-    """The action for obs [O] or [B, O] (a jax Array [A] or [B, A])."""
+    """The action for obs [O] or [B, O] (a jax Array [A] or [B, A]).
+
+    A policy trained from pixels takes its dict observation (one env's
+    entries, or [B, ...] entries).
+    """
     import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+    if getattr(self.spec, 'obs_shapes', None) is not None:
+      return self._jitted(self.params, obs)
     obs = jnp.asarray(obs, jnp.float32)
     if obs.ndim not in (1, 2) or obs.shape[-1] != self.spec.obs_size:
       raise ValueError(
@@ -157,7 +163,7 @@ def _check_policy(policy: Policy, where: str) -> None:
   """Traces `apply` on the params abstractly: wrong shapes fail here, clearly."""
   import jax  # pylint: disable=g-import-not-at-top
   import numpy as np  # pylint: disable=g-import-not-at-top
-  obs = jax.ShapeDtypeStruct((1, policy.spec.obs_size), np.float32)
+  obs = _example_obs(policy.spec, 1)
   try:
     out = jax.eval_shape(policy.apply, policy.params, obs)
   except Exception as e:  # haiku: missing params / shape mismatches
@@ -170,9 +176,36 @@ def _check_policy(policy: Policy, where: str) -> None:
         f'expected [1, {policy.spec.action_size}].')
 
 
+def _example_obs(spec, n: int, key=None):
+  """n observations of `spec` (abstract; random with a key), array or dict."""
+  import jax  # pylint: disable=g-import-not-at-top
+  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  shapes = getattr(spec, 'obs_shapes', None)
+  if shapes is None:
+    if key is None:
+      return jax.ShapeDtypeStruct((n, spec.obs_size), np.float32)
+    return 3. * jax.random.normal(key, (n, spec.obs_size))
+  out = {}
+  for name, shape, dtype in shapes:
+    shape = (n,) + tuple(shape)
+    if key is None:
+      out[name] = jax.ShapeDtypeStruct(shape, np.dtype(dtype))
+    elif np.dtype(dtype) == np.uint8:
+      key, k = jax.random.split(key)
+      out[name] = jax.random.randint(k, shape, 0, 256).astype(jnp.uint8)
+    else:
+      key, k = jax.random.split(key)
+      out[name] = 3. * jax.random.normal(k, shape)
+  return out
+
+
 def _spec_to_dict(spec) -> Dict[str, Any]:
   d = spec._asdict()
   d['obs_names'] = [[n, int(k)] for n, k in spec.obs_names]
+  if d.get('obs_shapes') is not None:  # Dict observations, as JSON lists.
+    d['obs_shapes'] = [[str(k), [int(x) for x in shape], str(t)]
+                       for k, shape, t in spec.obs_shapes]
   return d
 
 
@@ -180,6 +213,9 @@ def _spec_from_dict(d: Mapping[str, Any]):
   from roxie.types import EnvSpec  # pylint: disable=g-import-not-at-top
   d = dict(d)
   d['obs_names'] = tuple((str(n), int(k)) for n, k in d['obs_names'])
+  if d.get('obs_shapes') is not None:
+    d['obs_shapes'] = tuple((str(k), tuple(int(x) for x in shape), str(t))
+                            for k, shape, t in d['obs_shapes'])
   return EnvSpec(**d)
 
 
@@ -299,7 +335,7 @@ def _trained_state(run_dir: str):
 
   meta, module, cfg = run_lib.load_run(run_dir)
   env = envs.make(meta['task'], backend='cpu', num_envs=1, nthread=1,
-                  **meta.get('env_options', {}))
+                  **run_lib.env_kwargs(meta.get('env_options')))
   spec = env.spec
   recipe = module.make(cfg, spec)
   # The same template evaluate_run builds: shapes only, nothing trained.
@@ -346,7 +382,7 @@ def policy_from_run(run_dir: str, *, check: bool = True) -> Policy:
   _check_policy(policy, run_dir)
   if check:
     key = jax.random.PRNGKey(1)
-    obs = 3. * jax.random.normal(key, (16, spec.obs_size))
+    obs = _example_obs(spec, 16, key)
     expected, _ = jax.jit(lambda s, o, k: recipe.act(s, o, k, explore=False))(
         state, obs, key)
     got = policy(obs)
@@ -381,8 +417,9 @@ def evaluate_policy(policy: Policy, *, episodes: int = 10,
   import jax  # pylint: disable=g-import-not-at-top
   from roxie import envs, loops  # pylint: disable=g-import-not-at-top
 
+  from roxie import run as run_lib  # pylint: disable=g-import-not-at-top
   env = envs.make(policy.task, backend=backend, num_envs=int(episodes),
-                  **dict(policy.env_options))
+                  **run_lib.env_kwargs(policy.env_options))
   shim = types.SimpleNamespace(
       act=lambda params, obs, key, explore=False: (policy.apply(params, obs),
                                                    {}))

@@ -573,12 +573,14 @@ def _programs(meta: Mapping[str, Any]) -> _Programs:
   if num_devices > 1:  # Data-parallel: envs and replay split per device.
     env = distributed.make_sharded_env(
         meta['task'], mesh=distributed.make_mesh(num_devices),
-        backend=meta['backend'], num_envs=meta['num_envs'], **env_options)
+        backend=meta['backend'], num_envs=meta['num_envs'],
+        **env_kwargs(env_options))
   else:
     env = envs.make(meta['task'], backend=meta['backend'],
-                    num_envs=meta['num_envs'], **env_options)
+                    num_envs=meta['num_envs'], **env_kwargs(env_options))
   eval_env = envs.make(meta['task'], backend=meta['backend'],
-                       num_envs=meta['eval_episodes'], **env_options)
+                       num_envs=meta['eval_episodes'],
+                       **env_kwargs(env_options))
   recipe = module.make(cfg, env.spec)
   iterations = int(meta['iterations_per_call'])
   init, run = loops.make_compiled_loop(recipe, env, iterations=iterations)
@@ -711,18 +713,106 @@ def _action_repeat(env_options: Mapping[str, Any]) -> int:
   return int(env_options.get('action_repeat', 1))
 
 
+# --- pixel observations ---------------------------------------------------------------
+# A run from pixels has env_options['pixels'], the fields of a
+# `roxie.envs.PixelSpec` as a JSON dict; `env_kwargs` turns it into one.
+
+OBS_CHOICES = ('state', 'pixels', 'pixels+state')
+
+
+def pixel_options(obs: str = 'pixels', *, resolution: Tuple[int, int] = (64, 64),
+                  camera: Any = 0, frame_stack: int = 3, render_every: int = 1,
+                  depth: bool = False) -> Optional[Dict[str, Any]]:
+  """env_options['pixels'] for `roxie train --obs OBS` (None for 'state').
+
+  Args:
+    obs: 'state' (the flat state vector, no rendering), 'pixels' (camera
+      frames only) or 'pixels+state' (frames and the state vector).
+    resolution: (height, width) of the frames.
+    camera: camera id or name of the task's model.
+    frame_stack: frames stacked per observation.
+    render_every: render every this many agent steps (the last frame is held
+      in between).
+    depth: also a depth image.
+
+  Raises:
+    ValueError: an unknown `obs` or a bad size.
+  """
+  if obs not in OBS_CHOICES:
+    raise ValueError(f'Unknown observation kind {obs!r}; choose one of '
+                     f'{", ".join(OBS_CHOICES)}.')
+  if obs == 'state':
+    return None
+  height, width = (int(d) for d in resolution)
+  for name, value in (('resolution', min(height, width)),
+                      ('frame_stack', frame_stack),
+                      ('render_every', render_every)):
+    if int(value) < 1:
+      raise ValueError(f'{name} must be >= 1, got {value}.')
+  if isinstance(camera, str) and camera.lstrip('-').isdigit():
+    camera = int(camera)
+  return {'height': height, 'width': width, 'camera': camera, 'rgb': True,
+          'depth': bool(depth), 'frame_stack': int(frame_stack),
+          'render_every': int(render_every), 'state': obs == 'pixels+state'}
+
+
+def env_kwargs(env_options: Optional[Mapping[str, Any]]) -> Dict[str, Any]:
+  """Keyword arguments for `roxie.envs.make` from a run's env_options.
+
+  env_options are JSON (config.json); a 'pixels' entry (a dict) becomes a
+  `roxie.envs.PixelSpec`.
+  """
+  kwargs = dict(env_options or {})
+  pixels = kwargs.get('pixels')
+  if pixels is not None and not dataclasses.is_dataclass(pixels):
+    from roxie.envs.pixels import PixelSpec  # pylint: disable=g-import-not-at-top
+    fields = dict(pixels)
+    for key in ('sensors', 'depth_range'):
+      if isinstance(fields.get(key), list):
+        fields[key] = tuple(fields[key])
+    kwargs['pixels'] = PixelSpec(**fields)
+  return kwargs
+
+
+def pixel_agents() -> Tuple[str, ...]:
+  """The recipes that train from pixels (those with `PIXEL_DEFAULTS`)."""
+  from roxie import agents  # pylint: disable=g-import-not-at-top
+  return tuple(a for a in agents.AGENTS
+               if getattr(_agent_module(a), 'PIXEL_DEFAULTS', None) is not None)
+
+
+def check_pixel_agent(agent: str) -> None:
+  """Raises RunError unless `agent` trains from pixel observations."""
+  if getattr(_agent_module(agent), 'PIXEL_DEFAULTS', None) is not None:
+    return
+  why = (' PPO trains from the state vector only (its networks take a flat '
+         'observation and it has no pixel encoder).' if agent == 'ppo' else
+         f' {agent} has no pixel encoder yet.')
+  raise RunError(f'{agent} cannot train from pixels.{why} Agents that can: '
+                 f'{", ".join(pixel_agents())}; or use --obs state.')
+
+
+def pixel_defaults(agent: str) -> Dict[str, Any]:
+  """The config changes a run from pixels starts from (`--set` wins)."""
+  check_pixel_agent(agent)
+  return dict(_agent_module(agent).PIXEL_DEFAULTS)
+
+
 def _new_run_meta(agent, task, backend, num_envs, steps, seed, overrides,
                   eval_every, eval_episodes, env_options, checkpoint_every):
   module, cfg = resolve_config(agent, overrides or {})
   num_envs = int(num_envs or cfg.num_envs)
   total = int(steps if steps is not None else cfg.total_steps)
   env_options = dict(env_options or {})
+  if env_options.get('pixels') is not None:
+    check_pixel_agent(agent)
   # A config may ask for an action repeat (SAC's CPU default does); an
   # explicit env option wins. Env steps count control steps either way.
   if getattr(cfg, 'action_repeat', 1) != 1:
     env_options.setdefault('action_repeat', int(cfg.action_repeat))
   # The per-iteration step count needs the recipe, which needs the spec.
-  spec_env = envs.make(task, backend=backend, num_envs=1, **env_options)
+  spec_env = envs.make(task, backend=backend, num_envs=1,
+                       **env_kwargs(env_options))
   per_iter = loops.env_steps_per_iteration(module.make(cfg, spec_env.spec),
                                            num_envs) * _action_repeat(env_options)
   eval_every = int(eval_every or max(per_iter, total // 10))
@@ -1126,7 +1216,7 @@ def evaluate_run(run_dir: str, *, episodes: int = 10, backend: Optional[str] = N
   meta, module, cfg = load_run(run_dir)
   backend = backend or meta['backend']
   env = envs.make(meta['task'], backend=backend, num_envs=episodes,
-                  **meta.get('env_options', {}))
+                  **env_kwargs(meta.get('env_options')))
   recipe = module.make(cfg, env.spec)
   template = jax.eval_shape(lambda k: recipe.init(k, env.spec),
                             jax.random.PRNGKey(0))
