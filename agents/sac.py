@@ -78,7 +78,7 @@ PIXEL_DEFAULTS = {
     'replay_capacity': 100_000,
     'batch_size': 128,
     'updates_per_iteration': 4,
-    'warmup_steps': 4_000,
+    'warmup_steps': 1_000,  # Agent steps (8000 control steps at repeat 8).
     'actor_lr': 1e-3,
     'critic_lr': 1e-3,
     'alpha_lr': 1e-3,
