@@ -60,10 +60,13 @@ Depth: metres from the camera (its z distance, per MuJoCo's depth buffer),
 mapped linearly onto uint8 over a fixed per-task range [lo, hi]:
   depth_uint8 = round(255 * clip((d - lo) / (hi - lo), 0, 1)),
 so 0 is at `lo` or nearer and 255 at `hi` or farther (the sky included).
-The range is `PixelSpec.depth_range` when given, else
-(0, 2 * model.stat.extent) metres: the model's size scale, e.g. 0-8.4 m for
-cartpole, 0-4 m for cheetah, walker and hopper, 0-1.3 m for ball_in_cup,
-finger and reacher; `depth_range_of(env)` gives the one in use.
+The range is `PixelSpec.depth_range` when given, else the task's
+[max(0, D - e), D + e] metres, with e = `model.stat.extent` (the model's size)
+and D the camera's distance to the model's centre (`model.stat.center`) at
+the reference pose (qpos0; a tracking camera keeps it as the body moves;
+1.5 e for the free camera), so the scene sits mid-range: e.g. 1-5 m for
+cheetah, 0-8.2 m for cartpole, 0.46-1.8 m for ball_in_cup, 0.8-3.5 m for
+pendulum. `depth_range_of(env)` gives the one in use.
 """
 
 from __future__ import annotations
@@ -107,8 +110,8 @@ class PixelSpec:
     state: expose 'state', the task's flat float32 observation [B, O].
     sensors: names of MuJoCo sensors of the model (e.g. 'touch_toe') to
       expose as 'sensors', float32 [B, K], their values concatenated in order.
-    depth_range: (lo, hi) metres of the depth mapping; None: the task's,
-      (0, 2 * model.stat.extent).
+    depth_range: (lo, hi) metres of the depth mapping; None: the task's
+      (centred on the scene as the camera sees it; see the module docstring).
   """
   height: int = 64
   width: int = 64
@@ -163,6 +166,19 @@ def camera_id(model: mujoco.MjModel, camera: Union[int, str]) -> int:
   return cam
 
 
+def default_depth_range(model: mujoco.MjModel, cam: int
+                        ) -> Tuple[float, float]:
+  """[max(0, D - e), D + e]: see the module docstring."""
+  e = float(model.stat.extent)
+  if cam < 0:
+    dist = 1.5 * e  # mjv_defaultFreeCamera's distance.
+  else:
+    data = mujoco.MjData(model)
+    mujoco.mj_forward(model, data)
+    dist = float(np.linalg.norm(data.cam_xpos[cam] - model.stat.center))
+  return max(0.0, dist - e), dist + e
+
+
 def _sensor_index(model: mujoco.MjModel, names: Sequence[str]) -> np.ndarray:
   """Indices into sensordata of the named sensors' values, in order."""
   index = []
@@ -205,7 +221,7 @@ class PixelObs:
             state_size: int, action_repeat: int = 1) -> 'PixelObs':
     cam = camera_id(model, spec.camera)
     extent = float(model.stat.extent)
-    lo, hi = spec.depth_range or (0.0, 2.0 * extent)
+    lo, hi = spec.depth_range or default_depth_range(model, cam)
     if cam >= 0:
       ortho = int(model.cam_projection[cam]) == int(
           mujoco.mjtProjection.mjPROJ_ORTHOGRAPHIC)
