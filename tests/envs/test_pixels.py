@@ -241,10 +241,15 @@ def _terminating_pendulum():
                              terminate=terminate)
 
 
-def test_termination_final_obs_renders_the_terminal_state():
-  """A termination between render steps: drawn by the reset call, then reset."""
+@pytest.mark.parametrize('backend', ['cpu', 'mjx'])
+def test_termination_final_obs_renders_the_terminal_state(backend):
+  """A termination between render steps: drawn by the reset call, then reset.
+
+  The reference is native physics without the termination (MJX's float32
+  frames agree with it up to a few edge pixels).
+  """
   task = _terminating_pendulum()
-  env = envs.make(task, num_envs=B, pixels=envs.PixelSpec(
+  env = envs.make(task, backend=backend, num_envs=B, pixels=envs.PixelSpec(
       height=H, width=W, frame_stack=2, render_every=1000))
   ref = _env(frame_stack=2, render_every=1)  # Same physics, no termination.
   steps = 30
@@ -257,7 +262,15 @@ def test_termination_final_obs_renders_the_terminal_state():
     k = int(np.argmax(term[:, i]))
     final = _frames(ts.final_obs['pixels'][k, i:i + 1])[0]
     want = _frames(ts_ref.obs['pixels'][k, i:i + 1])[0, -1]
-    np.testing.assert_array_equal(final[-1], want)
+    if backend == 'cpu':
+      np.testing.assert_array_equal(final[-1], want)
+    else:
+      diff = np.abs(final[-1].astype(int) - want)
+      assert diff.mean() < 0.5 and (diff > 16).mean() < 0.02
+    assert k > 0
+    held = _frames(ts.obs['pixels'][k - 1, i:i + 1])[0, -1]
+    assert (final[0] == held).all()  # The stack shifted once, as usual.
+    assert (final[-1] != held).any()  # The terminal frame, newly drawn.
     new = _frames(ts.obs['pixels'][k, i:i + 1])[0]
     assert (new == new[:1]).all() and (new[-1] != final[-1]).any()
 
