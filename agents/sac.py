@@ -33,7 +33,7 @@ from roxie.types import EnvSpec, Recipe, ReplaySpec, Transition, check_spec
 
 
 @dataclasses.dataclass(frozen=True)
-class Config:
+class Config(networks.PixelConfig):
   """SAC hyperparameters; the defaults suit a 2-core CPU."""
   # Collection and schedule.
   num_envs: int = 8
@@ -61,13 +61,9 @@ class Config:
   # device (PlaNet, DrQ). 4 makes `roxie train` reach CartpoleSwingup >= 800
   # on 2 CPU cores in minutes; 1 is the suite's own decision rate.
   action_repeat: int = 4
-  # From pixels (dict observations only; see the module docstring). The
-  # default conv is small for CPUs: 16-32-32 channels of 3x3, stride 2 each.
-  encoder_channels: Tuple[int, ...] = (16, 32, 32)
-  encoder_strides: Tuple[int, ...] = (2, 2, 2)
-  encoder_feature_size: int = 50
-  encoder_tau: float = 0.05  # Target encoder averaging (SAC-AE, DrQ).
-  augment_pad: int = 4  # DrQ random shift in pixels; 0 turns it off.
+  # From pixels (dict observations only; see the module docstring), the
+  # fields of `networks.PixelConfig`: encoder_channels, encoder_strides,
+  # encoder_feature_size, encoder_tau and augment_pad.
 
 
 # What `roxie train --obs pixels` changes in the defaults above (`--set`
@@ -107,9 +103,7 @@ def _optimizer(lr: float, max_grad_norm: Optional[float]):
 
 def _encoder(c: Config, spec: EnvSpec) -> Optional[networks.SharedEncoder]:
   """The pixel encoder for dict observations; None for flat ones."""
-  return networks.make_shared_encoder(
-      spec.obs_shapes, channels=c.encoder_channels, strides=c.encoder_strides,
-      feature_size=c.encoder_feature_size, augment_pad=c.augment_pad)
+  return networks.encoder_from_config(c, spec)
 
 
 def _actor_network(c: Config, spec: EnvSpec) -> hk.Transformed:

@@ -23,10 +23,16 @@ from roxie.networks.critics import ValueNetwork
 from roxie.networks.distributions import DiagGaussian
 from roxie.networks.distributions import tanh_log_det_jacobian
 from roxie.networks.distributions import TanhGaussian
+from roxie.networks.pixels import encoded_critic
+from roxie.networks.pixels import EncodedCritic
+from roxie.networks.pixels import encoder_from_config
 from roxie.networks.pixels import is_image
 from roxie.networks.pixels import make_shared_encoder
 from roxie.networks.pixels import ObservationEncoder
+from roxie.networks.pixels import PixelConfig
 from roxie.networks.pixels import PixelEncoder
+from roxie.networks.pixels import policy_input
+from roxie.networks.pixels import policy_params_with_encoder
 from roxie.networks.pixels import SharedEncoder
 from roxie.networks.torsos import check_last_axis
 from roxie.networks.torsos import ensemble
@@ -40,13 +46,19 @@ __all__ = (
     'DeterministicActor',
     'DeterministicActorOutput',
     'DiagGaussian',
+    'encoded_critic',
+    'encoder_from_config',
+    'EncodedCritic',
     'ensemble',
     'GaussianActor',
     'is_image',
     'make_shared_encoder',
     'MLP',
     'ObservationEncoder',
+    'PixelConfig',
     'PixelEncoder',
+    'policy_input',
+    'policy_params_with_encoder',
     'QCritic',
     'random_shift',
     'random_shift_observation',

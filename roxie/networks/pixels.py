@@ -12,7 +12,9 @@ smaller (fewer channels, more striding) so that a 64x64 encoder trains on a
 2-core CPU.
 """
 
-from typing import Any, Callable, Mapping, NamedTuple, Optional, Sequence, Tuple
+import dataclasses
+from typing import (Any, Callable, Dict, Mapping, NamedTuple, Optional,
+                    Sequence, Tuple)
 
 import chex
 import haiku as hk
@@ -291,3 +293,117 @@ def make_shared_encoder(obs_shapes: Optional[ObsShapes], *,
 
   return SharedEncoder(init=net.init, apply=net.apply, dummy_obs=dummy_obs,
                        augment=augment)
+
+
+class EncodedCritic(NamedTuple):
+  """A critic that reads observations through a `SharedEncoder`, if any.
+
+  Made by `encoded_critic` from a critic transform `critic(obs, action)`:
+  `init` and `apply` keep its signature but take observations, which they
+  encode with the parameters' 'encoder' entry (the Q-network's are under
+  'q'). For flat observations (no encoder) everything is the critic itself,
+  with its own parameters, and the other functions are identities, so a
+  recipe written against this behaves exactly as before on state vectors.
+  """
+  encoder: Optional[SharedEncoder]
+  init: Callable[..., hk.Params]  # (key, obs, action) -> params.
+  apply: Callable[..., Any]  # (params, obs, action) -> the critic's output.
+  # (critic params, obs) -> what the actor reads: the encoder's features
+  # through a stop-gradient, or the flat observation.
+  actor_input: Callable[[hk.Params, Any], Array]
+  # (key, Transition) -> the Transition with obs and next_obs each shifted.
+  augment: Callable[[chex.PRNGKey, Any], Any]
+  # (new, target, tau, encoder_tau) -> the new target critic parameters.
+  polyak: Callable[[hk.Params, hk.Params, float, float], hk.Params]
+
+
+def encoded_critic(critic: hk.Transformed,
+                   encoder: Optional[SharedEncoder]) -> EncodedCritic:
+  """Puts `encoder` in front of a critic transform (see `EncodedCritic`).
+
+  The DrQ/SAC-AE arrangement for any actor-critic recipe: the encoder's
+  parameters live in the critic's, so the critic loss trains it and the
+  target critic has a target encoder; the actor reads `actor_input`
+  (stop-gradient features); `augment` shifts sampled images.
+
+  Args:
+    critic: a haiku transform (without rng) of `critic(obs, action)`.
+    encoder: from `make_shared_encoder`; None for flat observations.
+
+  Returns:
+    An `EncodedCritic`.
+  """
+  import optax  # pylint: disable=g-import-not-at-top
+  if encoder is None:
+    return EncodedCritic(
+        encoder=None, init=critic.init, apply=critic.apply,
+        actor_input=lambda params, obs: obs,
+        augment=lambda key, batch: batch,
+        polyak=lambda new, old, tau, encoder_tau: optax.incremental_update(
+            new, old, tau))
+
+  def init(key, obs, action):
+    k_encoder, k_q = jax.random.split(key)
+    encoder_params = encoder.init(k_encoder, obs)
+    return {'encoder': encoder_params,
+            'q': critic.init(k_q, encoder.apply(encoder_params, obs), action)}
+
+  def apply(params, obs, action):
+    return critic.apply(params['q'], encoder.apply(params['encoder'], obs),
+                        action)
+
+  def actor_input(params, obs):
+    return jax.lax.stop_gradient(encoder.apply(params['encoder'], obs))
+
+  def augment(key, batch):
+    k_obs, k_next = jax.random.split(key)
+    return batch._replace(obs=encoder.augment(k_obs, batch.obs),
+                          next_obs=encoder.augment(k_next, batch.next_obs))
+
+  def polyak(new, old, tau, encoder_tau):
+    return {'encoder': optax.incremental_update(new['encoder'],
+                                                old['encoder'], encoder_tau),
+            'q': optax.incremental_update(new['q'], old['q'], tau)}
+
+  return EncodedCritic(encoder=encoder, init=init, apply=apply,
+                       actor_input=actor_input, augment=augment,
+                       polyak=polyak)
+
+
+@dataclasses.dataclass(frozen=True)
+class PixelConfig:
+  """Config fields of a recipe that trains from pixels (a base dataclass).
+
+  They only matter for dict observations with images; see
+  `make_shared_encoder` and `encoded_critic`. The default conv is small for
+  CPUs: 16-32-32 channels of 3x3, stride 2 each, 50 features.
+  """
+  encoder_channels: Tuple[int, ...] = (16, 32, 32)
+  encoder_strides: Tuple[int, ...] = (2, 2, 2)
+  encoder_feature_size: int = 50
+  encoder_tau: float = 0.05  # Target encoder averaging (SAC-AE, DrQ).
+  augment_pad: int = 4  # DrQ random shift in pixels; 0 turns it off.
+
+
+def encoder_from_config(config: Any, spec: Any) -> Optional[SharedEncoder]:
+  """The `SharedEncoder` a `PixelConfig` asks for; None for flat specs."""
+  return make_shared_encoder(
+      spec.obs_shapes, channels=config.encoder_channels,
+      strides=config.encoder_strides,
+      feature_size=config.encoder_feature_size,
+      augment_pad=config.augment_pad)
+
+
+def policy_params_with_encoder(params: Mapping[str, Any],
+                               critic_params: Any) -> Dict[str, Any]:
+  """A recipe's `policy_params`, plus the critic's encoder from pixels."""
+  out = dict(params)
+  if isinstance(critic_params, Mapping) and 'encoder' in critic_params:
+    out['encoder'] = critic_params['encoder']
+  return out
+
+
+def policy_input(encoder: Optional[SharedEncoder], params: Mapping[str, Any],
+                 obs: Any) -> Any:
+  """What an exported policy's actor reads: encoded pixels, or obs itself."""
+  return obs if encoder is None else encoder.apply(params['encoder'], obs)

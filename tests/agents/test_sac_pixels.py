@@ -1,4 +1,4 @@
-"""SAC from pixels (dict observations): the DrQ/SAC-AE arrangement.
+"""SAC (and DDPG, TD3) from pixels (dict observations): DrQ/SAC-AE.
 
 A synthetic pure-JAX pixel environment stands in for rendered tasks: a point
 on a line whose position is drawn as a bright column of a 16x16 image,
@@ -174,3 +174,41 @@ def test_pixel_sac_runs_in_the_compiled_loop_and_the_evaluator():
   result = loops.make_evaluator(recipe, PixelPoint(num_envs=3))(
       state.agent, jax.random.PRNGKey(1))
   assert result.returns.shape == (3,) and np.all(np.isfinite(result.returns))
+
+
+# -- the other recipes through networks.encoded_critic -------------------------
+
+
+@pytest.mark.parametrize('name', ['ddpg', 'td3'])
+def test_dpg_recipes_train_from_pixels_through_the_shared_helper(name):
+  from roxie.agents import get_agent  # pylint: disable=g-import-not-at-top
+  module = get_agent(name)
+  cfg = dataclasses.replace(
+      module.Config(), hidden_sizes=(16, 16), batch_size=8,
+      encoder_channels=(4, 4), encoder_strides=(2, 2), encoder_feature_size=8,
+      num_envs=2, replay_capacity=400, warmup_steps=16,
+      updates_per_iteration=1)
+  recipe = module.make(cfg, SPEC)
+  state = recipe.init(jax.random.PRNGKey(0), SPEC)
+  assert set(state.critic) == {'encoder', 'q'}
+  assert not any('conv' in k for k in state.actor)
+  batch = _batch(jax.random.PRNGKey(1))
+  new, metrics = jax.jit(recipe.update)(state, batch, jax.random.PRNGKey(2))
+  assert all(np.isfinite(float(v)) for v in metrics.values())
+  moved = jax.tree.map(lambda a, b: float(jnp.max(jnp.abs(a - b))),
+                       state.critic['encoder'], new.critic['encoder'])
+  assert max(jax.tree.leaves(moved)) > 0.
+  # Exported policy == act(explore=False).
+  mode, _ = recipe.act(new, batch.obs, jax.random.PRNGKey(3), explore=False)
+  policy = module.make_policy(cfg, SPEC)
+  params = module.policy_params(new)
+  assert set(params) == {'actor', 'encoder'}
+  np.testing.assert_allclose(policy(params, batch.obs), mode, rtol=1e-5,
+                             atol=1e-6)
+  # Through the compiled loop.
+  env = PixelPoint(num_envs=2)
+  init, run = loops.make_compiled_loop(recipe, env, iterations=20)
+  loop_state, out = run(init(jax.random.PRNGKey(0)))
+  loop_state, out = run(loop_state)
+  assert int(out.updates) > 0
+  assert all(np.isfinite(float(v)) for v in out.metrics.values())
