@@ -29,6 +29,13 @@ steps, 101 atoms on [-5, 120]) are one config away:
          warmup_steps=10_000, replay_capacity=500_000, batch_size=512,
          n_step=5, max_grad_norm=1.0, noise_decay_updates=500_000,
          num_atoms=101, v_min=-5.0, v_max=120.0)
+
+From pixels (dict observations, `roxie train --obs pixels`): the critic reads
+observations through a shared conv encoder (`networks.encoded_critic`),
+trained by the critic loss; the actor and the target actor read its
+features through a stop-gradient (the target actor the target encoder's);
+sampled observations are randomly shifted (DrQ). Flat observations are
+unaffected.
 """
 
 from __future__ import annotations
@@ -46,7 +53,7 @@ from roxie.types import EnvSpec, Recipe, ReplaySpec, Transition, check_spec
 
 
 @dataclasses.dataclass(frozen=True)
-class Config:
+class Config(networks.PixelConfig):
   """D4PG hyperparameters; the defaults suit a 2-core CPU."""
   # Collection and schedule.
   num_envs: int = 8
@@ -75,6 +82,26 @@ class Config:
   actor_lr: float = 3e-4
   critic_lr: float = 3e-4
   max_grad_norm: Optional[float] = None
+  # Control steps per decision (`roxie.envs.wrappers.ActionRepeat`); runs
+  # from pixels use 8 (PIXEL_DEFAULTS), as DrQ does on Cartpole.
+  action_repeat: int = 1
+
+
+# What `roxie train --obs pixels` changes in the defaults above (`--set`
+# still wins); as SAC's (see agents/sac.py).
+PIXEL_DEFAULTS = {
+    'num_envs': 4,
+    'replay_capacity': 100_000,
+    'batch_size': 128,
+    'updates_per_iteration': 4,
+    'warmup_steps': 1_000,
+    'actor_lr': 1e-3,
+    'critic_lr': 1e-3,
+    'tau': 0.01,
+    'action_repeat': 8,
+    'total_steps': 100_000,
+    'noise_decay_updates': 10_000,
+}
 
 
 class State(NamedTuple):
@@ -97,12 +124,14 @@ def _actor_network(c: Config, spec: EnvSpec) -> hk.Transformed:
   return hk.without_apply_rng(hk.transform(
       lambda o: networks.DeterministicActor(
           action_size=spec.action_size, hidden_sizes=c.hidden_sizes,
-          layer_norm=c.layer_norm, obs_size=spec.obs_size)(o)))
+          layer_norm=c.layer_norm,
+          obs_size=spec.obs_size if spec.obs_shapes is None else None)(o)))
 
 
 def policy_params(state: State) -> hk.Params:
   """What acting needs from a trained state (for exported policies)."""
-  return {'actor': state.actor}
+  return networks.policy_params_with_encoder({'actor': state.actor},
+                                             state.critic)
 
 
 def make_policy(config: Config, spec: EnvSpec):
@@ -113,7 +142,9 @@ def make_policy(config: Config, spec: EnvSpec):
   is the one `act(state, obs, key, explore=False)` takes (no noise).
   """
   actor = _actor_network(config, spec)
-  return lambda params, obs: actor.apply(params['actor'], obs).action
+  encoder = networks.encoder_from_config(config, spec)
+  return lambda params, obs: actor.apply(
+      params['actor'], networks.policy_input(encoder, params, obs)).action
 
 
 def make(config: Config, spec: EnvSpec) -> Recipe:
@@ -135,15 +166,21 @@ def make(config: Config, spec: EnvSpec) -> Recipe:
       lambda o, a: networks.CategoricalCritic(
           v_min=v_min, v_max=v_max, num_atoms=c.num_atoms,
           hidden_sizes=c.hidden_sizes, layer_norm=c.layer_norm,
-          obs_size=spec.obs_size, action_size=spec.action_size)(o, a)))
+          obs_size=spec.obs_size if spec.obs_shapes is None else None,
+          action_size=spec.action_size)(o, a)))
+  # From pixels the critic encodes observations (networks.encoded_critic).
+  critic = networks.encoded_critic(critic,
+                                   networks.encoder_from_config(c, spec))
 
   def init(key, env_spec: EnvSpec) -> State:
     check_spec(spec, env_spec)
     k1, k2 = jax.random.split(key)
-    obs = jnp.zeros((1, spec.obs_size))
+    encoder = critic.encoder
+    obs = (jnp.zeros((1, spec.obs_size)) if encoder is None
+           else encoder.dummy_obs(1))
     act = jnp.zeros((1, spec.action_size))
-    actor_params = actor.init(k1, obs)
     critic_params = critic.init(k2, obs, act)
+    actor_params = actor.init(k1, critic.actor_input(critic_params, obs))
     return State(actor=actor_params, critic=critic_params,
                  target_actor=actor_params, target_critic=critic_params,
                  actor_opt=actor_opt.init(actor_params),
@@ -151,7 +188,8 @@ def make(config: Config, spec: EnvSpec) -> Recipe:
                  steps=jnp.zeros((), jnp.int32))
 
   def act(state: State, obs, key, *, explore: bool = True):
-    action = actor.apply(state.actor, obs).action
+    action = actor.apply(state.actor,
+                         critic.actor_input(state.critic, obs)).action
     if not explore:
       return action, {}
     # The noise scale is the schedule's value at the agent's update count.
@@ -161,12 +199,15 @@ def make(config: Config, spec: EnvSpec) -> Recipe:
     return jnp.clip(action + eps, -1., 1.), {}
 
   def update(state: State, batch: Transition, key):
-    del key  # D4PG's update is deterministic given the batch.
+    # D4PG's update is deterministic given the batch (from pixels, given
+    # the random shifts of its images).
+    batch = critic.augment(key, batch)
 
     # Critic: cross-entropy to the target critic's distribution at
     # (s', mu'(s')), shifted by the n-step reward, scaled by the discount and
     # projected onto the atoms.
-    next_a = actor.apply(state.target_actor, batch.next_obs).action
+    next_a = actor.apply(state.target_actor, critic.actor_input(
+        state.target_critic, batch.next_obs)).action
     next_dist = critic.apply(state.target_critic, batch.next_obs, next_a)
     probs_next = next_dist.probs()  # [N, K]
     atoms = next_dist.atoms  # [K]
@@ -186,8 +227,10 @@ def make(config: Config, spec: EnvSpec) -> Recipe:
     critic_params = optax.apply_updates(state.critic, updates)
 
     # Actor: climb the new critic's mean at its own action.
+    actor_obs = critic.actor_input(critic_params, batch.obs)
+
     def actor_loss(params):
-      a = actor.apply(params, batch.obs).action
+      a = actor.apply(params, actor_obs).action
       q_pi = critic.apply(critic_params, batch.obs, a).mean()
       return jnp.mean(jax.vmap(losses.dpg_actor_loss)(q_pi))
 
@@ -200,8 +243,8 @@ def make(config: Config, spec: EnvSpec) -> Recipe:
         actor=actor_params, critic=critic_params,
         target_actor=optax.incremental_update(actor_params,
                                               state.target_actor, c.tau),
-        target_critic=optax.incremental_update(critic_params,
-                                               state.target_critic, c.tau),
+        target_critic=critic.polyak(critic_params, state.target_critic,
+                                    c.tau, c.encoder_tau),
         actor_opt=actor_opt_state, critic_opt=critic_opt_state,
         steps=state.steps + 1)
     metrics = {'critic_loss': c_loss, 'actor_loss': a_loss, 'q': jnp.mean(q),

@@ -1,4 +1,4 @@
-"""SAC (and DDPG, TD3) from pixels (dict observations): DrQ/SAC-AE.
+"""SAC, DDPG, TD3, D4PG and TD4 from pixels (dict observations): DrQ/SAC-AE.
 
 A synthetic pure-JAX pixel environment stands in for rendered tasks: a point
 on a line whose position is drawn as a bright column of a 16x16 image,
@@ -179,7 +179,7 @@ def test_pixel_sac_runs_in_the_compiled_loop_and_the_evaluator():
 # -- the other recipes through networks.encoded_critic -------------------------
 
 
-@pytest.mark.parametrize('name', ['ddpg', 'td3'])
+@pytest.mark.parametrize('name', ['ddpg', 'td3', 'd4pg', 'td4'])
 def test_dpg_recipes_train_from_pixels_through_the_shared_helper(name):
   from roxie.agents import get_agent  # pylint: disable=g-import-not-at-top
   module = get_agent(name)
