@@ -20,6 +20,17 @@ One update, on an n-step replay batch (s, a, R, d, s'):
   5. Duals (log temperature, log alphas) take a step of their own optimiser
      (Adam, `dual_lr`); targets follow the online networks.
 
+Action bounds. The Gaussian is not squashed, and the critic cannot tell
+apart samples beyond a bound (they clip to the same action), so on tasks
+whose best actions sit at the bounds (CartpoleSwingup's swing) the E-step
+rewards the far tails and the M-step drifts the mean out of bounds and grows
+the std. As in Acme's MPO (after "A Distributional View on Multi-Objective
+Policy Optimization", Abdolmaleki et al., 2020), a second objective, the
+penalty -||a - clip(a)||, gets its own E-step (own temperature, KL bound
+`action_penalty_epsilon`) and its weights join the M-step's: the policy is
+fitted to both improved distributions. `action_penalty_epsilon = 0` turns it
+off.
+
 Steps 1-4 share one set of target-critic evaluations, as Acme's MPO learner
 does: the policy is improved at the batch's bootstrap states s', which are
 replay states like any other.
@@ -97,12 +108,15 @@ class Config:
   init_temperature: float = 1.
   init_alpha_mean: float = 1.
   init_alpha_std: float = 10.
+  # Out-of-bounds action penalty (second objective; 0 turns it off).
+  action_penalty_epsilon: float = 1e-3
 
 
 class Duals(NamedTuple):
   log_temperature: jnp.ndarray  # []
   log_alpha_mean: jnp.ndarray  # [A] per dimension, else []
   log_alpha_std: jnp.ndarray  # [A] per dimension, else []
+  log_penalty_temperature: jnp.ndarray  # [] for the action-bound penalty.
 
 
 class State(NamedTuple):
@@ -177,7 +191,8 @@ def make(config: Config, spec: EnvSpec) -> Recipe:
     log = lambda x, shape=(): jnp.full(shape, jnp.log(x), jnp.float32)
     duals = Duals(log_temperature=log(c.init_temperature),
                   log_alpha_mean=log(c.init_alpha_mean, alpha_shape),
-                  log_alpha_std=log(c.init_alpha_std, alpha_shape))
+                  log_alpha_std=log(c.init_alpha_std, alpha_shape),
+                  log_penalty_temperature=log(c.init_temperature))
     return State(policy=policy_params, target_policy=policy_params,
                  critic=critic_params, target_critic=critic_params,
                  duals=duals, policy_opt=policy_opt.init(policy_params),
@@ -215,17 +230,30 @@ def make(config: Config, spec: EnvSpec) -> Recipe:
 
     # 3-4. E-step and decoupled M-step at each next state; the loss carries
     # gradients to the policy (through the online mean/std) and to the duals.
+    # The penalty objective: how far each pre-clip sample is out of bounds.
+    penalty = -jnp.linalg.norm(samples - jnp.clip(samples, -1., 1.), axis=-1)
+
+    def one_state(duals: Duals, q_i, p_i, a_i, m, s, tm, ts):
+      e_step = losses.mpo_e_step(q_i, duals.log_temperature,
+                                 epsilon=c.epsilon)
+      weights, loss = e_step.weights, e_step.temperature_loss
+      if c.action_penalty_epsilon > 0:
+        e_pen = losses.mpo_e_step(p_i, duals.log_penalty_temperature,
+                                  epsilon=c.action_penalty_epsilon)
+        weights, loss = weights + e_pen.weights, loss + e_pen.temperature_loss
+      m_step = losses.mpo_m_step(
+          m, s, tm, ts, a_i, weights, duals.log_alpha_mean,
+          duals.log_alpha_std, epsilon_mean=c.epsilon_mean,
+          epsilon_std=c.epsilon_std, per_dimension=c.per_dimension)
+      return losses.MpoOutput(loss=loss + m_step.loss, e_step=e_step,
+                              m_step=m_step)
+
     def policy_loss(params, duals: Duals):
       online = policy.apply(params, batch.next_obs)
-      per_state = jax.vmap(
-          lambda q_i, a_i, m, s, tm, ts: losses.gaussian_mpo_loss(
-              q_i, a_i, m, s, tm, ts, duals.log_temperature,
-              duals.log_alpha_mean, duals.log_alpha_std, epsilon=c.epsilon,
-              epsilon_mean=c.epsilon_mean, epsilon_std=c.epsilon_std,
-              per_dimension=c.per_dimension),
-          in_axes=(1, 1, 0, 0, 0, 0))
-      out = per_state(q_samples, samples, online.mean, online.stddev,
-                      target_dist.mean, target_dist.stddev)
+      per_state = jax.vmap(lambda *xs: one_state(duals, *xs),
+                           in_axes=(1, 1, 1, 0, 0, 0, 0))
+      out = per_state(q_samples, penalty, samples, online.mean,
+                      online.stddev, target_dist.mean, target_dist.stddev)
       return jnp.mean(out.loss), out
 
     (p_loss, out), (p_grads, d_grads) = jax.value_and_grad(
@@ -262,7 +290,8 @@ def make(config: Config, spec: EnvSpec) -> Recipe:
         'kl_e_step': e_step_kl,
         'kl_mean': jnp.mean(jnp.sum(out.m_step.kl_mean, -1)),
         'kl_std': jnp.mean(jnp.sum(out.m_step.kl_std, -1)),
-        'std': jnp.mean(target_dist.stddev)}
+        'std': jnp.mean(target_dist.stddev),
+        'out_of_bounds': jnp.mean(jnp.abs(target_dist.mean) > 1.)}
     return new_state, metrics
 
   return Recipe(

@@ -137,6 +137,45 @@ def test_alphas_follow_the_m_step_kls():
   assert np.all(new.duals.log_alpha_std > far.duals.log_alpha_std)
 
 
+@pytest.mark.parametrize('penalty', [1e-3, 0.])
+def test_action_penalty_pulls_an_out_of_bounds_mean_back(penalty):
+  """With Q flat in the action, only the penalty objective moves the mean.
+
+  A critic that ignores actions gives uniform E-step weights, and the M-step
+  then refits the mean where it is. The penalty's weights favour samples
+  nearer [-1, 1], so with it on the mean moves back towards the bounds (a
+  small step per update: the penalty's KL bound is small, and the target
+  policy it is measured from moves slowly).
+  """
+  recipe = _recipe(action_penalty_epsilon=penalty, policy_lr=1e-2,
+                   epsilon_mean=1., max_grad_norm=None)
+  state = recipe.init(jax.random.PRNGKey(0), SPEC)
+  a = SPEC.action_size
+  head = 'gaussian_actor/~/head'
+  shift = jnp.concatenate([jnp.full((a,), 3.), jnp.zeros((a,))])
+  policy = {**state.policy,
+            head: {**state.policy[head], 'b': state.policy[head]['b'] + shift}}
+  critic = jax.tree.map(jnp.zeros_like, state.critic)  # Q == 0 everywhere.
+  state = state._replace(policy=policy, target_policy=policy, critic=critic,
+                         target_critic=critic)
+  obs = jax.random.normal(jax.random.PRNGKey(1), (32, SPEC.obs_size))
+  mean0, _ = recipe.act(state, obs, None, explore=False)
+  update = jax.jit(recipe.update)
+  # Rewards 0 keep the critic at 0.
+  batch = _batch(jax.random.PRNGKey(1),
+                 reward_fn=lambda x: jnp.zeros(x.shape[0]))
+  for i in range(10):
+    state, metrics = update(state, batch, jax.random.PRNGKey(10 + i))
+  dist = mpo._policy_network(recipe.config, SPEC).apply(state.policy, obs)
+  moved = float(jnp.mean(dist.mean)) - 3.
+  assert float(jnp.min(mean0)) == 1.  # Clipped: all means were out of bounds.
+  assert float(metrics['out_of_bounds']) == 1.
+  if penalty:
+    assert moved < -0.02, moved
+  else:
+    assert abs(moved) < 0.01, moved
+
+
 def test_policy_moves_towards_higher_q():
   """With reward = first action component (and no bootstrap), the critic
   learns Q(s, a) ~ a_0 and the policy mean's a_0 climbs; a_1, which the
