@@ -110,32 +110,10 @@ def _optimizer(lr: float, max_grad_norm: Optional[float]):
       optax.clip_by_global_norm(max_grad_norm), adam)
 
 
-def _actor_network(c: Config, spec: EnvSpec) -> hk.Transformed:
-  # From pixels the actor reads encoder features (of the encoder's width).
-  obs_size = spec.obs_size if spec.obs_shapes is None else None
-  return hk.without_apply_rng(hk.transform(
-      lambda o: networks.DeterministicActor(
-          action_size=spec.action_size, hidden_sizes=c.hidden_sizes,
-          layer_norm=c.layer_norm, obs_size=obs_size)(o)))
-
-
-def policy_params(state: State) -> hk.Params:
-  """What acting needs from a trained state (for exported policies)."""
-  return networks.policy_params_with_encoder({'actor': state.actor},
-                                             state.critic)
-
-
-def make_policy(config: Config, spec: EnvSpec):
-  """The deterministic policy alone: `apply(params, obs) -> action`.
-
-  Builds only the actor (no critic, no optimiser), for exported bundles
-  (`roxie.load_policy`); `params` is `policy_params(state)` and the action
-  is the one `act(state, obs, key, explore=False)` takes (no noise).
-  """
-  actor = _actor_network(config, spec)
-  encoder = networks.encoder_from_config(config, spec)
-  return lambda params, obs: actor.apply(
-      params['actor'], networks.policy_input(encoder, params, obs)).action
+# The deterministic actor and the export hooks (roxie.export) are shared
+# with the other DDPG-style recipes: the state holds `actor` and `critic`.
+policy_params = networks.deterministic_policy_params
+make_policy = networks.make_deterministic_policy
 
 
 def make(config: Config, spec: EnvSpec) -> Recipe:
@@ -147,7 +125,7 @@ def make(config: Config, spec: EnvSpec) -> Recipe:
                                       c.noise_decay_updates)
   noise = buffers.gaussian_noise(stddev=noise_std)
 
-  actor = _actor_network(c, spec)
+  actor = networks.deterministic_actor(c, spec)
   # From pixels the critic encodes observations (networks.encoded_critic).
   critic = networks.encoded_critic(hk.without_apply_rng(hk.transform(
       lambda o, a: networks.QCritic(

@@ -34,6 +34,9 @@ from roxie.networks.pixels import PixelEncoder
 from roxie.networks.pixels import policy_input
 from roxie.networks.pixels import policy_params_with_encoder
 from roxie.networks.pixels import SharedEncoder
+from roxie.networks.policies import deterministic_actor
+from roxie.networks.policies import deterministic_policy_params
+from roxie.networks.policies import make_deterministic_policy
 from roxie.networks.torsos import check_last_axis
 from roxie.networks.torsos import ensemble
 from roxie.networks.torsos import MLP
@@ -43,6 +46,8 @@ __all__ = (
     'CategoricalCritic',
     'CategoricalQ',
     'check_last_axis',
+    'deterministic_actor',
+    'deterministic_policy_params',
     'DeterministicActor',
     'DeterministicActorOutput',
     'DiagGaussian',
@@ -52,6 +57,7 @@ __all__ = (
     'ensemble',
     'GaussianActor',
     'is_image',
+    'make_deterministic_policy',
     'make_shared_encoder',
     'MLP',
     'ObservationEncoder',
