@@ -23,10 +23,9 @@ import subprocess
 
 from roxie import checkpoint as ckpt
 
-from test_resume import (NATIVE_TOKEN, assert_same_checkpoints,  # pylint: disable=g-bad-import-order
-                         read_rows, train_tiny, without_timing)
+from test_resume import read_rows  # pylint: disable=g-bad-import-order
 from test_resume_kill import (STEPS, _argv, _log_text, _start, _tmp_dirs,  # pylint: disable=g-bad-import-order
-                              _wait_for)
+                              _wait_for, assert_matches_uninterrupted)
 
 NO_SCHEDULED_CHECKPOINTS = ['--checkpoint-every', '1000']
 _STOPPED = re.compile(r'stopped by (SIG[A-Z]+) at (\d+) env steps of (\d+); '
@@ -125,14 +124,7 @@ def test_sigint_and_sigterm_stop_with_a_checkpoint_and_resume(tmp_path):
   assert [int(r['env_steps']) for r in rows] == list(range(40, STEPS + 1, 40))
 
   # The same run, uninterrupted, in this process.
-  ref = tmp_path / 'ref'
-  train_tiny('sac', 'cpu', ref, steps=STEPS)
-  assert without_timing(rows) == without_timing(read_rows(ref))
-  final = ckpt.step_name(STEPS)
-  assert_same_checkpoints(
-      os.path.join(ckpt.checkpoint_dir(str(ref)), final),
-      os.path.join(ckpt.checkpoint_dir(str(run_dir)), final),
-      skip={('loop', NATIVE_TOKEN)})
+  assert_matches_uninterrupted(run_dir, rows, tmp_path / 'ref')
 
 
 def test_ctrl_c_before_the_loop_takes_over_exits_130(tmp_path, monkeypatch,

@@ -88,6 +88,20 @@ def _log_text(path):
     return f.read()
 
 
+def assert_matches_uninterrupted(run_dir, rows, ref):
+  """The run's metrics and final checkpoint equal an uninterrupted run's.
+
+  `ref` is where the same run is trained again, in this process.
+  """
+  train_tiny('sac', 'cpu', ref, steps=STEPS)
+  assert without_timing(rows) == without_timing(read_rows(ref))
+  final = ckpt.step_name(STEPS)
+  assert_same_checkpoints(
+      os.path.join(ckpt.checkpoint_dir(str(ref)), final),
+      os.path.join(ckpt.checkpoint_dir(str(run_dir)), final),
+      skip={('loop', NATIVE_TOKEN)})
+
+
 def test_kill_9_twice_then_resume_matches_an_uninterrupted_run(tmp_path):
   run_dir = tmp_path / 'run'
   logs = [tmp_path / f'log{i}.txt' for i in range(3)]
@@ -141,15 +155,7 @@ def test_kill_9_twice_then_resume_matches_an_uninterrupted_run(tmp_path):
   steps = [int(r['env_steps']) for r in rows]
   assert steps == list(range(40, STEPS + 1, 40)), steps
 
-  # The same run, uninterrupted, in this process.
-  ref = tmp_path / 'ref'
-  train_tiny('sac', 'cpu', ref, steps=STEPS)
-  assert without_timing(rows) == without_timing(read_rows(ref))
-  final = ckpt.step_name(STEPS)
-  assert_same_checkpoints(
-      os.path.join(ckpt.checkpoint_dir(str(ref)), final),
-      os.path.join(ckpt.checkpoint_dir(str(run_dir)), final),
-      skip={('loop', NATIVE_TOKEN)})
+  assert_matches_uninterrupted(run_dir, rows, tmp_path / 'ref')
   # eval reads the resumed run's final checkpoint.
   result = run_lib.evaluate_run(str(run_dir), episodes=2)
   assert result.returns.shape == (2,)
