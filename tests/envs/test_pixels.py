@@ -20,6 +20,7 @@ import pytest
 from roxie import gl
 import roxie.envs as envs
 from roxie.envs import pixels as pixels_lib
+from test_backends import _rollout_fn  # pylint: disable=g-bad-import-order
 
 B = 3
 H = W = 16
@@ -41,19 +42,6 @@ def _env(backend='cpu', episode_length=None, task=TASK, action_repeat=1,
   return envs.make(task, backend=backend, num_envs=B,
                    episode_length=episode_length, action_repeat=action_repeat,
                    pixels=envs.PixelSpec(**spec))
-
-
-@functools.lru_cache(maxsize=None)
-def _rollout_fn(env):
-  """jit(key, actions [T, B, A]) -> (first obs, TimeSteps [T, ...], t [T, B])."""
-  def rollout(key, actions):
-    state = env.reset(key)
-    def body(state, action):
-      state, ts = env.step(state, action)
-      return state, (ts, state.t)
-    _, out = jax.lax.scan(body, state, actions)
-    return state.obs, out
-  return jax.jit(rollout)
 
 
 def _actions(steps, env, seed=0):
@@ -162,14 +150,14 @@ def test_frames_match_mujoco_renderer_and_change_with_state():
   # Different start angles, different frames; stepping changes them.
   assert np.abs(newest[0].astype(int) - newest[1]).sum() > 0
   actions = jnp.ones((5, B, 1))
-  _, (ts, _) = _rollout_fn(env)(jax.random.key(1), actions)
+  _, (ts, _, _) = _rollout_fn(env)(jax.random.key(1), actions)
   later = _frames(ts.obs['pixels'][-1])[:, -1]
   assert np.abs(later.astype(int) - newest).mean() > 0.05
 
 
 def test_reset_repeats_the_first_frame_and_stack_shifts():
   env = _env(depth=True, frame_stack=3)
-  first, (ts, _) = _rollout_fn(env)(jax.random.key(2),
+  first, (ts, _, _) = _rollout_fn(env)(jax.random.key(2),
                                     _actions(4, env))
   for key, c in (('pixels', 3), ('depth', 1)):
     f0 = _frames(first[key], c)
@@ -187,8 +175,8 @@ def test_render_every_holds_the_last_frame():
   every = _env(frame_stack=2, render_every=1)
   held = _env(frame_stack=2, render_every=3)
   actions = _actions(steps, every, seed=3)
-  f_every, (ts_every, _) = _rollout_fn(every)(jax.random.key(3), actions)
-  f_held, (ts_held, _) = _rollout_fn(held)(jax.random.key(3), actions)
+  f_every, (ts_every, _, _) = _rollout_fn(every)(jax.random.key(3), actions)
+  f_held, (ts_held, _, _) = _rollout_fn(held)(jax.random.key(3), actions)
   np.testing.assert_array_equal(f_every['pixels'], f_held['pixels'])
   want = [_frames(f_every['pixels'])[:, -1]]
   got = [_frames(f_held['pixels'])[:, -1]]
@@ -212,8 +200,8 @@ def test_truncation_final_obs_holds_the_true_final_frame():
   env = _env(episode_length=length, frame_stack=2, render_every=3)
   ref = _env(frame_stack=2, render_every=1)  # Same physics, no time limit.
   actions = _actions(steps, env, seed=4)
-  _, (ts, t) = _rollout_fn(env)(jax.random.key(4), actions)
-  _, (ts_ref, _) = _rollout_fn(ref)(jax.random.key(4), actions)
+  _, (ts, t, _) = _rollout_fn(env)(jax.random.key(4), actions)
+  _, (ts_ref, _, _) = _rollout_fn(ref)(jax.random.key(4), actions)
   k = length - 1  # The truncating step: its obs would be held (4 % 3 != 0).
   assert ts.truncated[k].all() and (np.asarray(t[k]) == 0).all()
   final = _frames(ts.final_obs['pixels'][k])
@@ -254,8 +242,8 @@ def test_termination_final_obs_renders_the_terminal_state(backend):
   ref = _env(frame_stack=2, render_every=1)  # Same physics, no termination.
   steps = 30
   actions = jnp.ones((steps, B, 1))
-  _, (ts, _) = _rollout_fn(env)(jax.random.key(2), actions)
-  _, (ts_ref, _) = _rollout_fn(ref)(jax.random.key(2), actions)
+  _, (ts, _, _) = _rollout_fn(env)(jax.random.key(2), actions)
+  _, (ts_ref, _, _) = _rollout_fn(ref)(jax.random.key(2), actions)
   term = np.asarray(ts.terminated)
   assert term.any(axis=0).all()
   for i in range(B):
@@ -280,8 +268,8 @@ def test_action_repeat_stacks_agent_steps():
   rep = _env(frame_stack=2, action_repeat=2)
   one = _env(frame_stack=2)
   actions = _actions(3, rep, seed=5)
-  _, (ts_rep, _) = _rollout_fn(rep)(jax.random.key(5), actions)
-  _, (ts_one, _) = _rollout_fn(one)(jax.random.key(5),
+  _, (ts_rep, _, _) = _rollout_fn(rep)(jax.random.key(5), actions)
+  _, (ts_one, _, _) = _rollout_fn(one)(jax.random.key(5),
                                     jnp.repeat(actions, 2, axis=0))
   for k in range(3):  # Agent step k is control step 2k + 1.
     np.testing.assert_array_equal(
@@ -322,8 +310,8 @@ def test_mjx_frames_agree_with_native():
   cpu = _env('cpu', length, depth=True, render_every=2)
   mjx = _env('mjx', length, depth=True, render_every=2)
   actions = _actions(steps, cpu, seed=6)
-  f_cpu, (ts_cpu, _) = _rollout_fn(cpu)(jax.random.key(6), actions)
-  f_mjx, (ts_mjx, _) = _rollout_fn(mjx)(jax.random.key(6), actions)
+  f_cpu, (ts_cpu, _, _) = _rollout_fn(cpu)(jax.random.key(6), actions)
+  f_mjx, (ts_mjx, _, _) = _rollout_fn(mjx)(jax.random.key(6), actions)
   assert mjx.spec == cpu.spec
   for a, b in ((f_cpu, f_mjx), (ts_cpu.obs, ts_mjx.obs),
                (ts_cpu.final_obs, ts_mjx.final_obs)):
