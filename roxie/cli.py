@@ -238,8 +238,12 @@ def _train_command(args: argparse.Namespace) -> int:
       if pixels is not None:  # The agent's pixel defaults, under --set.
         overrides = dict(run_lib.pixel_defaults(agent), **overrides)
       run_lib.resolve_config(agent, overrides)
-      envs.get_task(task)
-    except (config_lib.ConfigError, KeyError, run_lib.RunError) as e:
+      task_def = envs.get_task(task)
+      if pixels is not None:  # A camera the task's model has, by id or name.
+        from roxie.envs import pixels as pixels_lib  # pylint: disable=g-import-not-at-top
+        pixels_lib.camera_id(task_def.load_model(), pixels['camera'])
+    except (config_lib.ConfigError, KeyError, ValueError,
+            run_lib.RunError) as e:
       return _fail(e.args[0] if isinstance(e, KeyError) else str(e))
     num_envs = args.num_envs or run_lib.resolve_config(
         agent, overrides)[1].num_envs
@@ -326,7 +330,8 @@ def _pixel_options(args: argparse.Namespace):
   return run_lib.pixel_options(
       obs, resolution=resolution,
       camera=0 if args.camera is None else args.camera,
-      frame_stack=args.frame_stack or 3, render_every=args.render_every or 1,
+      frame_stack=3 if args.frame_stack is None else args.frame_stack,
+      render_every=1 if args.render_every is None else args.render_every,
       depth=bool(args.depth))
 
 

@@ -108,3 +108,22 @@ def test_cli_refuses_pixels_for_state_only_agents(capsys):
   with pytest.raises(run.RunError, match='PPO trains from the state vector'):
     run.train('ppo', 'CartpoleSwingup', steps=10, env_options={
         'pixels': run.pixel_options('pixels')}, verbose=False)
+
+
+@pytest.mark.parametrize('flags, message', [
+    (['--camera', 'nosuchcam'], "No camera 'nosuchcam'"),
+    (['--camera', '7'], 'No camera 7'),
+    (['--frame-stack', '0'], 'frame_stack must be >= 1, got 0'),
+    (['--render-every', '0'], 'render_every must be >= 1, got 0'),
+])
+def test_cli_bad_pixel_options_are_usage_errors(flags, message, capsys,
+                                                tmp_path):
+  out = tmp_path / 'run'
+  code = cli.main(['train', '--obs', 'pixels', *flags, '--steps', '100',
+                   '--out', str(out)])
+  assert code == cli.EXIT_USAGE
+  err = capsys.readouterr().err
+  assert message in err and 'Traceback' not in err
+  if flags[0] == '--camera':
+    assert 'lookatcart' in err  # The valid choices are named.
+  assert not out.exists()
