@@ -23,6 +23,7 @@ from roxie.networks.critics import ValueNetwork
 from roxie.networks.distributions import DiagGaussian
 from roxie.networks.distributions import tanh_log_det_jacobian
 from roxie.networks.distributions import TanhGaussian
+from roxie.networks.pixels import check_pooling
 from roxie.networks.pixels import encoded_critic
 from roxie.networks.pixels import EncodedCritic
 from roxie.networks.pixels import encoder_from_config
@@ -33,7 +34,10 @@ from roxie.networks.pixels import PixelConfig
 from roxie.networks.pixels import PixelEncoder
 from roxie.networks.pixels import policy_input
 from roxie.networks.pixels import policy_params_with_encoder
+from roxie.networks.pixels import POOLINGS
+from roxie.networks.pixels import RESOLUTION_AGNOSTIC_POOLINGS
 from roxie.networks.pixels import SharedEncoder
+from roxie.networks.pixels import spatial_softmax
 from roxie.networks.policies import deterministic_actor
 from roxie.networks.policies import deterministic_policy_params
 from roxie.networks.policies import make_deterministic_policy
@@ -46,6 +50,7 @@ __all__ = (
     'CategoricalCritic',
     'CategoricalQ',
     'check_last_axis',
+    'check_pooling',
     'deterministic_actor',
     'deterministic_policy_params',
     'DeterministicActor',
@@ -65,11 +70,14 @@ __all__ = (
     'PixelEncoder',
     'policy_input',
     'policy_params_with_encoder',
+    'POOLINGS',
     'QCritic',
     'random_shift',
     'random_shift_observation',
+    'RESOLUTION_AGNOSTIC_POOLINGS',
     'SharedEncoder',
     'small_init',
+    'spatial_softmax',
     'tanh_log_det_jacobian',
     'TanhGaussian',
     'TanhGaussianActor',

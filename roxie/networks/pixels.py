@@ -10,6 +10,15 @@ Need", Kostrikov et al., 2020, https://arxiv.org/abs/2004.13649): a few 3x3
 convolutions, a linear projection, then LayerNorm and tanh. Its defaults are
 smaller (fewer channels, more striding) so that a 64x64 encoder trains on a
 2-core CPU.
+
+Pooling. By default ('flatten') the last conv output is flattened into the
+projection, so the projection's weights, and the encoder's parameter shapes,
+depend on the image size. 'mean' (global average pooling over H and W) and
+'spatial_softmax' (one expected image position per channel, Levine et al.,
+"End-to-End Training of Deep Visuomotor Policies", 2016,
+https://arxiv.org/abs/1504.00702) give the same parameter shapes for any
+resolution, which is what a run's resolution schedule (low resolution early,
+higher later; `roxie.run`) needs to keep training the same parameters.
 """
 
 import dataclasses
@@ -42,14 +51,64 @@ def conv_output_size(size: int, kernel: int, stride: int) -> int:
   return max(0, (size - kernel) // stride + 1)
 
 
+# How the last conv output [N, h, w, C] becomes one vector per image.
+POOLINGS = ('flatten', 'mean', 'spatial_softmax')
+# The poolings whose parameter shapes do not depend on the image size.
+RESOLUTION_AGNOSTIC_POOLINGS = ('mean', 'spatial_softmax')
+
+
+def check_pooling(pooling: str) -> str:
+  """Returns `pooling` if it is one of `POOLINGS`; raises ValueError if not."""
+  if pooling not in POOLINGS:
+    raise ValueError(f'Unknown encoder pooling {pooling!r}; choose one of '
+                     f'{", ".join(POOLINGS)}.')
+  return pooling
+
+
+def _coordinates(n: int) -> Array:
+  """n pixel-centre coordinates spanning [-1, 1] (0 for a single pixel)."""
+  if n == 1:
+    return jnp.zeros((1,), jnp.float32)
+  return jnp.linspace(-1., 1., n, dtype=jnp.float32)
+
+
+def spatial_softmax(features: Array) -> Array:
+  """Expected image position of each channel: [N, h, w, C] -> [N, 2C].
+
+  Each channel's map goes through a softmax over its h * w positions (the
+  spatial soft-argmax of Levine et al., 2016, temperature 1); the outputs
+  are the expected x (across the width) of every channel, then the expected
+  y (down the height), in coordinates spanning [-1, 1] from the first pixel
+  centre to the last. The temperature is fixed (not learned), as in
+  robomimic's default.
+  """
+  n, h, w, c = features.shape
+  logits = jnp.reshape(jnp.moveaxis(features, -1, 1), (n, c, h * w))
+  attention = jax.nn.softmax(logits, axis=-1)
+  ys, xs = jnp.meshgrid(_coordinates(h), _coordinates(w), indexing='ij')
+  x = jnp.einsum('ncp,p->nc', attention, jnp.reshape(xs, (h * w,)))
+  y = jnp.einsum('ncp,p->nc', attention, jnp.reshape(ys, (h * w,)))
+  return jnp.concatenate([x, y], axis=-1)
+
+
 class PixelEncoder(hk.Module):
   """A conv torso: uint8 images [..., H, W, C] -> features [..., D].
 
   Inputs are scaled to [0, 1] (uint8 / 255; float inputs are taken as already
-  scaled), then go through VALID 2-D convolutions with ReLU, are flattened and
-  projected to `feature_size`. With `layer_norm` the projection is followed by
-  LayerNorm and tanh (the SAC-AE/DrQ feature head, which keeps the critic's
-  inputs bounded); without it D is the flattened conv output.
+  scaled), then go through VALID 2-D convolutions with ReLU, are pooled into
+  one vector (`pooling`) and projected to `feature_size`. With `layer_norm`
+  the projection is followed by LayerNorm and tanh (the SAC-AE/DrQ feature
+  head, which keeps the critic's inputs bounded); without a projection D is
+  the pooled conv output.
+
+  Pooling of the last conv output [h, w, C]:
+    'flatten': all h * w * C values (the default; the projection's weights
+      then depend on the image size);
+    'mean': the average over h and w of each channel (C values);
+    'spatial_softmax': each channel's expected x, then y, position under a
+      softmax over its map (2C values; `spatial_softmax`).
+  With 'mean' or 'spatial_softmax' the parameters have the same shapes for
+  any image size, so one set of parameters encodes every resolution.
 
   Any number of leading batch axes is accepted, including none.
   """
@@ -63,6 +122,7 @@ class PixelEncoder(hk.Module):
                layer_norm: bool = True,
                activation: Callable[[Array], Array] = jax.nn.relu,
                image_shape: Optional[Tuple[int, int, int]] = None,
+               pooling: str = 'flatten',
                name: Optional[str] = None):
     """Builds the encoder.
 
@@ -71,11 +131,13 @@ class PixelEncoder(hk.Module):
       kernel_sizes: square kernel size of each convolution.
       strides: stride of each convolution.
       feature_size: width of the linear projection after the convolutions;
-        None for no projection (the flattened conv output is the feature).
+        None for no projection (the pooled conv output is the feature).
       layer_norm: LayerNorm then tanh after the projection (needs
         `feature_size`).
       activation: the nonlinearity after each convolution.
       image_shape: if given, images must be [..., H, W, C] of this shape.
+      pooling: 'flatten', 'mean' or 'spatial_softmax' (see the class
+        docstring).
       name: module name.
     """
     super().__init__(name=name)
@@ -94,6 +156,7 @@ class PixelEncoder(hk.Module):
     self._layer_norm = layer_norm
     self._activation = activation
     self._image_shape = None if image_shape is None else tuple(image_shape)
+    self._pooling = check_pooling(pooling)
 
   def output_hw(self, height: int, width: int) -> Tuple[int, int]:
     """Spatial size of the last convolution's output."""
@@ -132,7 +195,12 @@ class PixelEncoder(hk.Module):
       x = hk.Conv2D(ch, kernel_shape=k, stride=s, padding='VALID',
                     name=f'conv_{i}')(x)
       x = self._activation(x)
-    x = jnp.reshape(x, (x.shape[0], -1))
+    if self._pooling == 'mean':
+      x = jnp.mean(x, axis=(1, 2))
+    elif self._pooling == 'spatial_softmax':
+      x = spatial_softmax(x)
+    else:
+      x = jnp.reshape(x, (x.shape[0], -1))
     if self._feature_size is not None:
       x = hk.Linear(self._feature_size, name='projection')(x)
       if self._layer_norm:
@@ -160,6 +228,7 @@ class ObservationEncoder(hk.Module):
                strides: Sequence[int] = (2, 2, 2),
                feature_size: Optional[int] = 50,
                layer_norm: bool = True,
+               pooling: str = 'flatten',
                name: Optional[str] = None):
     """Builds the encoder.
 
@@ -167,7 +236,7 @@ class ObservationEncoder(hk.Module):
       obs_shapes: if given, the spec's ((key, per-env shape, dtype), ...):
         observations must have exactly these keys, shapes and dtypes
         (checked, with the offending key named).
-      channels, kernel_sizes, strides, feature_size, layer_norm: the
+      channels, kernel_sizes, strides, feature_size, layer_norm, pooling: the
         `PixelEncoder`'s.
       name: module name.
     """
@@ -176,7 +245,8 @@ class ObservationEncoder(hk.Module):
         (str(k), tuple(int(d) for d in s), str(t)) for k, s, t in obs_shapes))
     self._pixel_kwargs = dict(channels=channels, kernel_sizes=kernel_sizes,
                               strides=strides, feature_size=feature_size,
-                              layer_norm=layer_norm)
+                              layer_norm=layer_norm,
+                              pooling=check_pooling(pooling))
 
   def _check(self, obs: Mapping[str, Array]) -> None:
     where = self.module_name
@@ -262,12 +332,14 @@ def make_shared_encoder(obs_shapes: Optional[ObsShapes], *,
                         strides: Sequence[int] = (2, 2, 2),
                         feature_size: Optional[int] = 50,
                         layer_norm: bool = True,
-                        augment_pad: int = 4) -> Optional[SharedEncoder]:
+                        augment_pad: int = 4,
+                        pooling: str = 'flatten') -> Optional[SharedEncoder]:
   """A `SharedEncoder` for observations of `obs_shapes`; None if flat (None).
 
   Args:
     obs_shapes: the env spec's `obs_shapes`.
-    channels, strides, feature_size, layer_norm: the `PixelEncoder`'s.
+    channels, strides, feature_size, layer_norm, pooling: the
+      `PixelEncoder`'s.
     kernel_sizes: default 3 for every layer.
     augment_pad: the random shift's largest offset in pixels (0: none).
 
@@ -283,7 +355,8 @@ def make_shared_encoder(obs_shapes: Optional[ObsShapes], *,
                  for k, s, t in obs_shapes)
   net = hk.without_apply_rng(hk.transform(lambda o: ObservationEncoder(
       obs_shapes=shapes, channels=channels, kernel_sizes=kernel_sizes,
-      strides=strides, feature_size=feature_size, layer_norm=layer_norm)(o)))
+      strides=strides, feature_size=feature_size, layer_norm=layer_norm,
+      pooling=pooling)(o)))
 
   def dummy_obs(n: int):
     return {k: jnp.zeros((n,) + s, t) for k, s, t in shapes}
@@ -377,10 +450,14 @@ class PixelConfig:
   They only matter for dict observations with images; see
   `make_shared_encoder` and `encoded_critic`. The default conv is small for
   CPUs: 16-32-32 channels of 3x3, stride 2 each, 50 features.
+  `encoder_pooling` is the `PixelEncoder`'s pooling: 'flatten' (the default),
+  or 'mean' / 'spatial_softmax', whose parameters fit any resolution (needed
+  by a run's resolution schedule).
   """
   encoder_channels: Tuple[int, ...] = (16, 32, 32)
   encoder_strides: Tuple[int, ...] = (2, 2, 2)
   encoder_feature_size: int = 50
+  encoder_pooling: str = 'flatten'  # Or 'mean', 'spatial_softmax'.
   encoder_tau: float = 0.05  # Target encoder averaging (SAC-AE, DrQ).
   augment_pad: int = 4  # DrQ random shift in pixels; 0 turns it off.
 
@@ -391,7 +468,8 @@ def encoder_from_config(config: Any, spec: Any) -> Optional[SharedEncoder]:
       spec.obs_shapes, channels=config.encoder_channels,
       strides=config.encoder_strides,
       feature_size=config.encoder_feature_size,
-      augment_pad=config.augment_pad)
+      augment_pad=config.augment_pad,
+      pooling=getattr(config, 'encoder_pooling', 'flatten'))
 
 
 def policy_params_with_encoder(params: Mapping[str, Any],
