@@ -23,9 +23,12 @@ from roxie.buffers.replay import replay_add
 from roxie.buffers.replay import replay_can_sample
 from roxie.buffers.replay import replay_init
 from roxie.buffers.replay import replay_num_sampleable
+from roxie.buffers.replay import replay_resize
 from roxie.buffers.replay import replay_sample
 from roxie.buffers.replay import replay_size
 from roxie.buffers.replay import ReplayState
+from roxie.buffers.replay import resize_images
+from roxie.buffers.replay import resize_observation
 from roxie.buffers.rollout import rollout_add
 from roxie.buffers.rollout import rollout_from_steps
 from roxie.buffers.rollout import rollout_get
@@ -52,9 +55,12 @@ __all__ = (
     'replay_can_sample',
     'replay_init',
     'replay_num_sampleable',
+    'replay_resize',
     'replay_sample',
     'replay_size',
     'ReplayState',
+    'resize_images',
+    'resize_observation',
     'rollout_add',
     'rollout_from_steps',
     'rollout_get',

@@ -39,8 +39,17 @@ wrapped, its oldest S - 1 rows may have lost the rows they need, and are not
 sampled. Per stored step this costs one frame per image entry plus the
 vectors and 1 byte; flat observations keep the layout above unchanged.
 
-Every function here is pure and jit/scan friendly with static shapes; `add`
-writes in place under `jax.jit(..., donate_argnums=0)`.
+Resizing. `replay_resize` converts a ring of dict observations to another
+image resolution (a run's resolution schedule, see `roxie.run`): every
+stored frame, and the side store's, is resized by `resize_images` (linear
+interpolation, antialiased when shrinking, rounded and clipped back to
+uint8), a bounded number of rows at a time; everything else (vectors,
+actions, rewards, flags, episode counters, cursors) is kept, so sampling
+rebuilds the same stacks, resized.
+
+Every function here except `replay_resize` is pure and jit/scan friendly
+with static shapes; `add` writes in place under
+`jax.jit(..., donate_argnums=0)`.
 """
 
 import dataclasses
@@ -470,3 +479,114 @@ def replay_sample(state: ReplayState, key: chex.PRNGKey, *, batch_size: int,
       reward=folded.reward,
       discount=folded.discount,
       next_obs=next_obs)
+
+
+# --- resizing (resolution schedules) -----------------------------------------
+
+
+def resize_images(images: Array, height: int, width: int) -> Array:
+  """uint8 images [..., H, W, C] -> uint8 [..., height, width, C].
+
+  Linear interpolation (`jax.image.resize`, antialiased when shrinking, so
+  it averages like an area filter), rounded and clipped back to 0..255.
+  Channels are resized independently, so a frame stack [..., H, W, C * S]
+  is resized frame by frame. A constant image stays the same constant.
+  """
+  images = jnp.asarray(images)
+  if images.ndim < 3:
+    raise ValueError(f'resize_images: images must be [..., H, W, C], got '
+                     f'shape {images.shape}.')
+  shape = images.shape[:-3] + (int(height), int(width), images.shape[-1])
+  if shape == images.shape:
+    return images
+  out = jax.image.resize(images.astype(jnp.float32), shape, method='linear',
+                         antialias=True)
+  return jnp.round(jnp.clip(out, 0., 255.)).astype(jnp.uint8)
+
+
+def resize_observation(obs: Any, height: int, width: int) -> Any:
+  """A dict observation with its image entries (uint8, [..., H, W, C]) resized.
+
+  Other entries, and flat (non-dict) observations, are returned as they are.
+  """
+  if not hasattr(obs, 'keys'):
+    return obs
+  out = {}
+  for key in obs.keys():
+    x = obs[key]
+    if np.dtype(x.dtype) == np.uint8 and jnp.ndim(x) >= 3:
+      out[key] = resize_images(x, height, width)
+    else:
+      out[key] = x
+  return type(obs)(out) if isinstance(obs, dict) else out
+
+
+_resize_jit = jax.jit(resize_images, static_argnums=(1, 2))
+
+
+def _resize_rows(stored: Array, height: int, width: int,
+                 max_bytes: int) -> Array:
+  """Resizes [N, ...images] along its first axis in chunks of <= max_bytes."""
+  n = stored.shape[0]
+  per_row = 4 * max(int(np.prod(stored.shape[1:])), int(np.prod(
+      stored.shape[1:-3] + (height, width, stored.shape[-1]))))
+  chunk = int(max(1, min(n, max_bytes // max(per_row, 1))))
+  host = np.asarray(jax.device_get(stored))
+  out = np.empty((n,) + stored.shape[1:-3] + (height, width, stored.shape[-1]),
+                 np.uint8)
+  for start in range(0, n, chunk):
+    # Every chunk has the same shape (the last one overlaps the one before),
+    # so the resize compiles once.
+    lo = min(start, n - chunk)
+    out[lo:lo + chunk] = np.asarray(_resize_jit(host[lo:lo + chunk], height,
+                                                width))
+  return jnp.asarray(out)
+
+
+def replay_resize(state: ReplayState, height: int, width: int, *,
+                  max_chunk_bytes: int = 64 << 20) -> ReplayState:
+  """The ring with its stored frames resized to height x width.
+
+  For a ring of dict observations (a `FrameStore`): every image entry's
+  frames [R, B, H, W, C] and the side store's [S, B, H, W, C] are resized
+  with `resize_images`, at most `max_chunk_bytes` of float32 work at a time
+  (on the host between chunks, so the extra memory is the new ring plus one
+  chunk). Vector entries, actions, rewards, flags, episode counters and the
+  cursors are kept, so `replay_sample` rebuilds the same frame stacks,
+  resized. Not traced: call it between compiled calls.
+
+  Args:
+    state: the ring.
+    height: the new image height.
+    width: the new image width.
+    max_chunk_bytes: bound of the float32 intermediates of one chunk.
+
+  Returns:
+    The converted ring (the input is not modified).
+
+  Raises:
+    ValueError: a ring of flat observations (nothing to resize) or a bad
+      size.
+  """
+  if not isinstance(state.obs, FrameStore):
+    raise ValueError('replay_resize: this ring stores flat observations; '
+                     'only dict observations have images to resize.')
+  if int(height) < 1 or int(width) < 1:
+    raise ValueError(f'replay_resize: bad size {height}x{width}.')
+  store = state.obs
+  height, width = int(height), int(width)
+
+  def convert(entries, lead):
+    out = {}
+    for key, stored in entries.items():
+      if _is_image(stored.shape[lead:], stored.dtype):
+        out[key] = _resize_rows(stored, height, width, max_chunk_bytes)
+      else:
+        out[key] = stored
+    return out
+
+  return state._replace(
+      obs=FrameStore(obs=convert(store.obs, 2),
+                     episode_step=store.episode_step,
+                     frame_stack=store.frame_stack),
+      final_obs=convert(state.final_obs, 2))
