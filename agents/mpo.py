@@ -55,6 +55,25 @@ Published settings (the original Roxie release) are one config away:
          critic_lr=3e-4, tau=0.005, max_grad_norm=1.0)
 
 (2,048 env steps and 20 gradient steps per iteration with 1,024 envs.)
+
+From pixels (dict observations, `roxie train --obs pixels`), as the other
+off-policy recipes and DrQ/SAC-AE: a conv encoder (`networks.encoded_critic`)
+belongs to the critic (`critic['encoder']`, the Q-head's `critic['q']`) and
+is trained by the critic loss only; the policy reads the online encoder's
+features through a stop-gradient (acting and the M-step); the target policy
+and the target critic read the target critic's encoder; sampled observations
+and next observations are randomly shifted (`augment_pad`). Each next
+observation is encoded once per update and its features tiled over the N
+samples, so the conv torso's cost does not grow with `num_samples` (three
+encoder passes per update: obs by the online encoder for the critic loss,
+next_obs by the target encoder for steps 1-3, next_obs by the online encoder
+for the M-step). The target encoder follows the targets' rule: with
+`target_update_period == 0` it is Polyak-averaged at `encoder_tau` (the
+Q-head and the policy at `tau`), as in SAC and DDPG; with
+`target_update_period = K` it is hard-copied with the rest of the target
+critic every K updates (as Acme's target observation network), so the frozen
+target Q-head keeps reading the features it was copied with. Flat
+observations are unaffected.
 """
 
 from __future__ import annotations
@@ -75,7 +94,7 @@ _MIN_LOG_DUAL = -18.
 
 
 @dataclasses.dataclass(frozen=True)
-class Config:
+class Config(networks.PixelConfig):
   """MPO hyperparameters; the defaults suit a 2-core CPU."""
   # Collection and schedule.
   num_envs: int = 8
@@ -110,6 +129,36 @@ class Config:
   init_alpha_std: float = 10.
   # Out-of-bounds action penalty (second objective; 0 turns it off).
   action_penalty_epsilon: float = 1e-3
+  # Control steps per decision (`roxie.envs.wrappers.ActionRepeat`); runs
+  # from pixels use 8 (PIXEL_DEFAULTS), as DrQ does on Cartpole.
+  action_repeat: int = 1
+  # From pixels (dict observations only; see the module docstring), the
+  # fields of `networks.PixelConfig`: encoder_channels, encoder_strides,
+  # encoder_feature_size, encoder_tau (Polyak targets only) and augment_pad.
+
+
+# What `roxie train --obs pixels` changes in the defaults above (`--set`
+# still wins). The collection and replay settings are SAC's and DDPG's
+# (DrQ's for the DeepMind Control tasks, scaled to a 2-core CPU): 4 envs,
+# action repeat 8, a 100k replay of frames, batch 128, one update per agent
+# step. The critic, which trains the encoder, takes DrQ's larger learning
+# rate; the policy keeps 3e-4, since its step is bounded by the M-step's KL
+# constraints rather than by the learning rate. `tau` 0.01 as the other
+# recipes from pixels (the target policy is also the M-step's trust-region
+# anchor, so this is also how fast the policy may move). `num_samples` stays
+# 20: from pixels the conv torso dominates the update, and its cost does not
+# grow with N (each observation is encoded once and its features tiled).
+PIXEL_DEFAULTS = {
+    'num_envs': 4,
+    'replay_capacity': 100_000,
+    'batch_size': 128,
+    'updates_per_iteration': 4,
+    'warmup_steps': 1_000,
+    'critic_lr': 1e-3,
+    'tau': 0.01,
+    'action_repeat': 8,
+    'total_steps': 100_000,
+}
 
 
 class Duals(NamedTuple):
@@ -138,30 +187,39 @@ def _optimizer(lr: float, max_grad_norm: Optional[float]):
 
 
 def _policy_network(c: Config, spec: EnvSpec) -> hk.Transformed:
+  # From pixels the policy reads encoder features (of the encoder's width).
+  obs_size = spec.obs_size if spec.obs_shapes is None else None
   return hk.without_apply_rng(hk.transform(
       lambda o: networks.GaussianActor(
           action_size=spec.action_size, hidden_sizes=c.hidden_sizes,
           activation=jax.nn.elu, layer_norm=c.layer_norm,
           state_dependent_std=True, log_std_bounds=c.log_std_bounds,
-          obs_size=spec.obs_size)(o)))
+          obs_size=obs_size)(o)))
 
 
 def policy_params(state: State) -> hk.Params:
-  """What acting needs from a trained state (for exported policies)."""
-  return {'policy': state.policy}
+  """What acting needs from a trained state (for exported policies).
+
+  The policy's parameters, and from pixels the critic's (online) encoder.
+  """
+  return networks.policy_params_with_encoder({'policy': state.policy},
+                                             state.critic)
 
 
 def make_policy(config: Config, spec: EnvSpec):
   """The deterministic policy alone: `apply(params, obs) -> action`.
 
-  Builds only the policy network (no critic, no optimiser), for exported
-  bundles (`roxie.load_policy`); `params` is `policy_params(state)` and the
-  action is the one `act(state, obs, key, explore=False)` takes: the
-  Gaussian's mean, clipped to [-1, 1].
+  Builds only the policy network (and from pixels the encoder; no critic
+  head, no optimiser), for exported bundles (`roxie.load_policy`); `params`
+  is `policy_params(state)` and the action is the one
+  `act(state, obs, key, explore=False)` takes: the Gaussian's mean, clipped
+  to [-1, 1].
   """
   policy = _policy_network(config, spec)
-  return lambda params, obs: jnp.clip(
-      policy.apply(params['policy'], obs).mode(), -1., 1.)
+  encoder = networks.encoder_from_config(config, spec)
+  return lambda params, obs: jnp.clip(policy.apply(
+      params['policy'], networks.policy_input(encoder, params, obs)).mode(),
+                                      -1., 1.)
 
 
 def make(config: Config, spec: EnvSpec) -> Recipe:
@@ -174,20 +232,36 @@ def make(config: Config, spec: EnvSpec) -> Recipe:
   dual_opt = optax.adam(c.dual_lr)
 
   policy = _policy_network(c, spec)
-  critic = hk.without_apply_rng(hk.transform(
+  encoder = networks.encoder_from_config(c, spec)  # None: flat observations.
+  q_net = hk.without_apply_rng(hk.transform(
       lambda o, a: networks.QCritic(
           hidden_sizes=c.hidden_sizes, activation=jax.nn.elu,
-          layer_norm=c.layer_norm, obs_size=spec.obs_size,
+          layer_norm=c.layer_norm,
+          obs_size=spec.obs_size if encoder is None else None,
           action_size=spec.action_size)(o, a)))
+  # From pixels the critic encodes observations (networks.encoded_critic);
+  # flat, `critic` is `q_net` itself and its helpers are identities.
+  critic = networks.encoded_critic(q_net, encoder)
   alpha_shape = (spec.action_size,) if c.per_dimension else ()
+
+  def features(critic_params, obs):
+    """[B, F]: obs encoded by `critic_params`' encoder (flat: obs itself)."""
+    return (obs if encoder is None
+            else encoder.apply(critic_params['encoder'], obs))
+
+  def q_of_features(critic_params, feats, action):
+    """The Q-head on already-encoded features (any leading axes)."""
+    return q_net.apply(critic_params if encoder is None
+                       else critic_params['q'], feats, action)
 
   def init(key, env_spec: EnvSpec) -> State:
     check_spec(spec, env_spec)
     k1, k2 = jax.random.split(key)
-    obs = jnp.zeros((1, spec.obs_size))
+    obs = (jnp.zeros((1, spec.obs_size)) if encoder is None
+           else encoder.dummy_obs(1))
     act = jnp.zeros((1, spec.action_size))
-    policy_params = policy.init(k1, obs)
     critic_params = critic.init(k2, obs, act)
+    policy_params = policy.init(k1, critic.actor_input(critic_params, obs))
     log = lambda x, shape=(): jnp.full(shape, jnp.log(x), jnp.float32)
     duals = Duals(log_temperature=log(c.init_temperature),
                   log_alpha_mean=log(c.init_alpha_mean, alpha_shape),
@@ -200,19 +274,25 @@ def make(config: Config, spec: EnvSpec) -> Recipe:
                  dual_opt=dual_opt.init(duals), steps=jnp.zeros((), jnp.int32))
 
   def act(state: State, obs, key, *, explore: bool = True):
-    dist = policy.apply(state.policy, obs)
+    dist = policy.apply(state.policy, critic.actor_input(state.critic, obs))
     action = dist.sample(key) if explore else dist.mode()
     return jnp.clip(action, -1., 1.), {}
 
   def update(state: State, batch: Transition, key):
     n = c.num_samples
+    if encoder is not None:  # DrQ: obs and next_obs each randomly shifted.
+      key, k_aug = jax.random.split(key)
+      batch = critic.augment(k_aug, batch)
     # 1. N pre-clip samples per next state from the target policy, scored by
-    # the target critic on the clipped actions: [N, B, A] and [N, B].
-    target_dist = policy.apply(state.target_policy, batch.next_obs)
+    # the target critic on the clipped actions: [N, B, A] and [N, B]. From
+    # pixels each next observation is encoded once, by the target encoder,
+    # and its features are tiled over the N samples.
+    next_feats = features(state.target_critic, batch.next_obs)
+    target_dist = policy.apply(state.target_policy, next_feats)
     samples = jax.vmap(target_dist.sample)(jax.random.split(key, n))
-    next_obs = jnp.broadcast_to(batch.next_obs, (n,) + batch.next_obs.shape)
-    q_samples = critic.apply(state.target_critic, next_obs,
-                             jnp.clip(samples, -1., 1.))
+    tiled = jnp.broadcast_to(next_feats, (n,) + next_feats.shape)
+    q_samples = q_of_features(state.target_critic, tiled,
+                              jnp.clip(samples, -1., 1.))
 
     # 2. Critic: n-step TD towards the expected target Q under the policy.
     target = jax.vmap(losses.td_target)(batch.reward, batch.discount,
@@ -227,6 +307,9 @@ def make(config: Config, spec: EnvSpec) -> Recipe:
     updates, critic_opt_state = critic_opt.update(grads, state.critic_opt,
                                                   state.critic)
     critic_params = optax.apply_updates(state.critic, updates)
+    # The policy reads the (updated) online encoder's features of s' through
+    # a stop-gradient, as `act` will: its loss never reaches the encoder.
+    policy_feats = critic.actor_input(critic_params, batch.next_obs)
 
     # 3-4. E-step and decoupled M-step at each next state; the loss carries
     # gradients to the policy (through the online mean/std) and to the duals.
@@ -249,7 +332,7 @@ def make(config: Config, spec: EnvSpec) -> Recipe:
                               m_step=m_step)
 
     def policy_loss(params, duals: Duals):
-      online = policy.apply(params, batch.next_obs)
+      online = policy.apply(params, policy_feats)
       per_state = jax.vmap(lambda *xs: one_state(duals, *xs),
                            in_axes=(1, 1, 1, 0, 0, 0, 0))
       out = per_state(q_samples, penalty, samples, online.mean,
@@ -265,18 +348,22 @@ def make(config: Config, spec: EnvSpec) -> Recipe:
     duals = jax.tree.map(lambda x: jnp.maximum(x, _MIN_LOG_DUAL),
                          optax.apply_updates(state.duals, updates))
 
-    # 5. Targets: Polyak averaging, or hard copies every K updates.
+    # 5. Targets: Polyak averaging (from pixels the target encoder at
+    # encoder_tau), or hard copies (the encoder's too) every K updates.
     steps = state.steps + 1
     if c.target_update_period > 0:
       follow = lambda new, old: optax.periodic_update(
           new, old, steps, c.target_update_period)
+      follow_critic = follow
     else:
       follow = lambda new, old: optax.incremental_update(new, old, c.tau)
+      follow_critic = lambda new, old: critic.polyak(new, old, c.tau,
+                                                     c.encoder_tau)
     new_state = State(
         policy=policy_params, target_policy=follow(policy_params,
                                                    state.target_policy),
-        critic=critic_params, target_critic=follow(critic_params,
-                                                   state.target_critic),
+        critic=critic_params, target_critic=follow_critic(
+            critic_params, state.target_critic),
         duals=duals, policy_opt=policy_opt_state,
         critic_opt=critic_opt_state, dual_opt=dual_opt_state, steps=steps)
 
