@@ -42,6 +42,9 @@ import tempfile
 import types
 from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 
+# Stdlib only at import, like this module: a pixel policy's env needs GL.
+from roxie.gl import RenderingUnavailable
+
 PARAMS_FILE = 'policy.npz'
 META_FILE = 'roxie.json'
 CARD_FILE = 'README.md'
@@ -69,8 +72,10 @@ class Policy:
     task: the task it acts in.
     spec: the task's `roxie.types.EnvSpec`.
     config: the agent's Config.
-    env_options: keyword arguments for `roxie.envs.make` the policy was
-      trained with (e.g. a shorter episode_length).
+    env_options: the options of `roxie.envs.make` the policy was trained
+      with, as JSON (e.g. a shorter episode_length, 'action_repeat', and for
+      a policy trained from pixels 'pixels': the `PixelSpec`'s fields);
+      `make_env` builds that environment.
     metadata: the bundle's roxie.json as a dict (empty for a run's policy).
     params: the parameters `apply` takes.
     apply: the pure function `apply(params, obs [..., O]) -> action [..., A]`
@@ -107,10 +112,38 @@ class Policy:
           f'{list(obs.shape)}.')
     return self._jitted(self.params, obs)
 
+  @property
+  def pixels(self) -> bool:
+    """Whether the policy acts on dict (pixel) observations."""
+    return getattr(self.spec, 'obs_shapes', None) is not None
+
+  def make_env(self, num_envs: int = 1, backend: str = 'cpu', **options):
+    """The environment the policy was trained in, a batch of `num_envs`.
+
+    Built from `env_options` as the training run built it (pixel spec,
+    frame stack, render cadence, action repeat, episode length), so its
+    observations are the ones the policy takes. `options` override them
+    (keyword arguments of `roxie.envs.make`, e.g. nthread).
+
+    Raises:
+      roxie.gl.RenderingUnavailable: a pixel policy, and no headless OpenGL
+        here (the message names the packages to install).
+    """
+    from roxie import envs  # pylint: disable=g-import-not-at-top
+    from roxie import run as run_lib  # pylint: disable=g-import-not-at-top
+    return envs.make(self.task, backend=backend, num_envs=int(num_envs),
+                     **run_lib.env_kwargs({**self.env_options, **options}))
+
   def __repr__(self):
+    if self.pixels:
+      obs = ', '.join(f'{k}: {list(shape)}'
+                      for k, shape, _ in self.spec.obs_shapes)
+      obs = f'obs={{{obs}}}'
+    else:
+      obs = f'obs_size={self.spec.obs_size}'
     return (f'Policy({self.name!r}, agent={self.agent!r}, task={self.task!r}, '
-            f'obs_size={self.spec.obs_size}, '
-            f'action_size={self.spec.action_size})')
+            f'{obs}, action_size={self.spec.action_size})')
+
 
 
 _HOOKS = ('policy_params', 'make_policy')
@@ -174,6 +207,27 @@ def _check_policy(policy: Policy, where: str) -> None:
     raise BundleError(
         f'{where}: the policy gives actions of shape {list(out.shape)}, '
         f'expected [1, {policy.spec.action_size}].')
+
+
+def _check_pixel_options(spec, env_options: Mapping[str, Any],
+                         where: str) -> None:
+  """A pixel policy's env_options must rebuild its observations (no GL)."""
+  shapes = getattr(spec, 'obs_shapes', None)
+  pixels = env_options.get('pixels')
+  if shapes is None and pixels is None:
+    return
+  if shapes is None or pixels is None:
+    raise BundleError(
+        f'{where}: the env spec and env_options disagree on the observations '
+        f'(obs_shapes {"set" if shapes else "missing"}, env_options.pixels '
+        f'{"set" if pixels else "missing"}), so the environment the policy '
+        'acts in cannot be rebuilt.')
+  from roxie import run as run_lib  # pylint: disable=g-import-not-at-top
+  try:
+    run_lib.env_kwargs({'pixels': pixels})
+  except (TypeError, ValueError) as e:
+    raise BundleError(f'{where}: env_options.pixels is not a PixelSpec '
+                      f'({e}).') from e
 
 
 def _example_obs(spec, n: int, key=None):
@@ -314,10 +368,12 @@ def load_policy(path_or_name: str) -> Policy:
   except Exception as e:  # missing, truncated, not an npz
     raise BundleError(f'{params_path} is unreadable ({e}).') from e
   params = _unflatten({k: jnp.asarray(v) for k, v in flat.items()})
+  env_options = dict(meta.get('env_options') or {})
+  _check_pixel_options(spec, env_options, folder)
   policy = Policy(
       name=meta.get('name') or os.path.basename(os.path.normpath(folder)),
       agent=meta['agent'], task=meta['task'], spec=spec, config=cfg,
-      env_options=dict(meta.get('env_options') or {}), metadata=meta,
+      env_options=env_options, metadata=meta,
       params=params, apply=make_policy(cfg, spec))
   _check_policy(policy, folder)
   return policy
@@ -415,11 +471,9 @@ def evaluate_policy(policy: Policy, *, episodes: int = 10,
     A `roxie.loops.EvalResult` (NumPy values).
   """
   import jax  # pylint: disable=g-import-not-at-top
-  from roxie import envs, loops  # pylint: disable=g-import-not-at-top
+  from roxie import loops  # pylint: disable=g-import-not-at-top
 
-  from roxie import run as run_lib  # pylint: disable=g-import-not-at-top
-  env = envs.make(policy.task, backend=backend, num_envs=int(episodes),
-                  **run_lib.env_kwargs(policy.env_options))
+  env = policy.make_env(num_envs=int(episodes), backend=backend)
   shim = types.SimpleNamespace(
       act=lambda params, obs, key, explore=False: (policy.apply(params, obs),
                                                    {}))
@@ -489,6 +543,7 @@ def model_card(meta: Mapping[str, Any], ref: Optional[str] = None) -> str:
       '---', '']
   steps = tr.get('env_steps')
   wall = tr.get('wall_time_s')
+  pixels = (meta.get('env_options') or {}).get('pixels')
   body = [
       f'# {name}: {agent.upper()} on {task}', '',
       f'A deterministic {agent.upper()} policy for the `{task}` task '
@@ -505,10 +560,11 @@ def model_card(meta: Mapping[str, Any], ref: Optional[str] = None) -> str:
       f'`roxie eval --policy <this folder> --episodes {ev["episodes"]} '
       f'--seed {ev["seed"]}` reproduces it.', '',
       '## Use', '',
-      '```python',
-      'import roxie',
-      f'policy = roxie.load_policy("{ref}")',
-      'action = policy(obs)  # obs [O] or [B, O] -> action in [-1, 1]',
+      '```python'] + (_pixel_use(ref, meta) if pixels else [
+          'import roxie',
+          f'policy = roxie.load_policy("{ref}")',
+          'action = policy(obs)  # obs [O] or [B, O] -> action in [-1, 1]'
+      ]) + [
       '```', '',
       '```bash',
       f'roxie eval --policy {ref}',
@@ -518,6 +574,7 @@ def model_card(meta: Mapping[str, Any], ref: Optional[str] = None) -> str:
       f'- agent: `{agent}`, task: `{task}`, backend: '
       f'`{tr.get("backend")}`, seed: {tr.get("seed")}, parallel envs: '
       f'{tr.get("num_envs")}',
+      ] + ([_pixel_summary(meta)] if pixels else []) + [
       f'- environment steps: {steps if steps is not None else "?"}'
       + (f', wall-clock: {wall / 60:.1f} min' if wall is not None else ''),
       '- the learning curve is in `metrics.csv`; the full agent config is in '
@@ -530,6 +587,40 @@ def model_card(meta: Mapping[str, Any], ref: Optional[str] = None) -> str:
       f'- `{META_FILE}`: task, agent, config, env spec, evaluation',
       f'- `{METRICS_FILE}`: the training run\'s metrics', '']
   return '\n'.join(front + body)
+
+
+def _pixel_summary(meta: Mapping[str, Any]) -> str:
+  """The card's line on a pixel policy's observations."""
+  options = meta['env_options']
+  p = options['pixels']
+  images = ' and '.join(n for n, on in (('RGB', p.get('rgb', True)),
+                                        ('depth', p.get('depth'))) if on)
+  extras = ''.join(f', {n}' for n, on in (
+      ('the state vector', p.get('state')),
+      (f'sensors {", ".join(p.get("sensors") or ())}', p.get('sensors')))
+                   if on)
+  every = int(p.get('render_every', 1))
+  return (f'- observations: {p["height"]}x{p["width"]} {images or "no"} '
+          f'frames of camera {p.get("camera", 0)!r}, '
+          f'{p.get("frame_stack", 3)} stacked'
+          + (f', rendered every {every} agent steps' if every > 1 else '')
+          + f'{extras}; action repeat {int(options.get("action_repeat", 1))} '
+          '(`env_options` in `roxie.json`; `policy.make_env()` builds the '
+          'environment, which renders with headless OpenGL)')
+
+
+def _pixel_use(ref: str, meta: Mapping[str, Any]) -> list:
+  """The card's Python example for a pixel policy."""
+  shapes = ', '.join(f"'{k}': [1, {', '.join(str(x) for x in shape)}]"
+                     for k, shape, _ in meta['env_spec']['obs_shapes'])
+  return [
+      'import jax, roxie',
+      f'policy = roxie.load_policy("{ref}")',
+      'env = policy.make_env()  # as trained: camera frames, frame stack, '
+      'action repeat',
+      'state = env.reset(jax.random.key(0))',
+      f'action = policy(state.obs)  # {{{shapes}}} -> action in [-1, 1]',
+      'state, ts = env.step(state, action)']
 
 
 def _replace_dir(tmp: str, dest: str) -> None:
@@ -667,7 +758,7 @@ def cli_main(args: argparse.Namespace) -> int:
     meta = export_run(args.run, args.to, name=args.name,
                       eval_episodes=args.episodes, eval_backend=args.backend,
                       eval_seed=args.seed, overwrite=args.overwrite)
-  except (FileNotFoundError, ValueError, KeyError) as e:
+  except (FileNotFoundError, ValueError, KeyError, RenderingUnavailable) as e:
     return _fail(str(e.args[0] if isinstance(e, KeyError) else e))
   ev = meta['evaluation']
   print(f'exported {meta["name"]} to {args.to}: eval_return='
@@ -683,7 +774,7 @@ def eval_cli(policy_path: str, *, episodes: int, backend: Optional[str],
     policy = load_policy(policy_path)
     result = evaluate_policy(policy, episodes=episodes,
                              backend=backend or 'cpu', seed=seed)
-  except (FileNotFoundError, ValueError, KeyError) as e:
+  except (FileNotFoundError, ValueError, KeyError, RenderingUnavailable) as e:
     return _fail(str(e.args[0] if isinstance(e, KeyError) else e))
   print(f'eval_return={float(result.mean):.1f} '
         f'std={float(result.std):.1f} episodes={episodes}')

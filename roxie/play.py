@@ -1,11 +1,14 @@
 """Videos of a policy: `roxie play --run DIR -o rollout.mp4`.
 
-One evaluation episode (the deterministic action, from a fresh reset) runs
-through the roxie environment itself, on either backend, one step at a time
-on the host; after every step the physics state is copied into a plain
-`mujoco.MjData` of the task's model and drawn with MuJoCo's own renderer
-(`mujoco.Renderer`), headless. So the video shows exactly the physics that
-`roxie eval` scores, whichever backend the policy was trained on.
+One evaluation episode (the deterministic action, from the reset of `roxie
+eval`'s first episode) runs through the roxie environment itself, built as
+the policy was trained (`Policy.make_env`: a pixel policy sees its camera
+frames, frame stack and cadence; the action repeat), on either backend, one
+control step at a time on the host; after every step the physics state is
+copied into a plain `mujoco.MjData` of the task's model and drawn with
+MuJoCo's own renderer (`mujoco.Renderer`), headless, at the video's size. So
+the video shows exactly the physics that `roxie eval` scores, whichever
+backend the policy was trained on, and the same return.
 
 Headless OpenGL: EGL (Mesa's llvmpipe on a machine without a GPU) is tried
 first, then OSMesa; `MUJOCO_GL=egl|osmesa` puts one first. Each is probed in
@@ -204,14 +207,20 @@ def play(policy, out: str, *, backend: str = 'cpu',
   import jax  # pylint: disable=g-import-not-at-top
   import mujoco  # pylint: disable=g-import-not-at-top
   import numpy as np  # pylint: disable=g-import-not-at-top
-  from roxie import envs  # pylint: disable=g-import-not-at-top
+  from roxie.envs import wrappers  # pylint: disable=g-import-not-at-top
 
-  # Under an action repeat the policy decides every `repeat` control steps;
-  # the episode runs on the unwrapped env, holding each action that long (as
-  # the ActionRepeat wrapper does), so every control step becomes a frame.
-  options = dict(policy.env_options)
-  repeat = int(options.pop('action_repeat', 1))
-  env = envs.make(policy.task, backend=backend, num_envs=1, **options)
+  # The env exactly as in training (`Policy.make_env`: pixel spec, frame
+  # stack, render cadence, action repeat), so the policy sees the
+  # observations it was trained on. Under an action repeat the episode steps
+  # the wrapped env one control step at a time, holding each action for
+  # `repeat` of them, as `ActionRepeat.step` does (and a pixel env counts its
+  # frame cadence in agent steps itself), so every control step is a frame.
+  # The video is drawn by this module's own renderer, at its own size and
+  # camera, not from the policy's (small) frames.
+  env = policy.make_env(num_envs=1, backend=backend)
+  repeat = 1
+  if isinstance(env, wrappers.ActionRepeat):
+    env, repeat = env.env, env.repeat
   cam = _camera(env.model, camera)
   n = min(int(steps or env.spec.episode_length), env.spec.episode_length)
   fps = float(fps or 1.0 / env.spec.control_timestep)
@@ -228,11 +237,17 @@ def play(policy, out: str, *, backend: str = 'cpu',
   os.makedirs(parent, exist_ok=True)
   tmp = f'{out}.tmp-{os.getpid()}{os.path.splitext(out)[1]}'
   writer = None
-  total = 0.0
+  # The return adds up in float32 per agent step, as `roxie eval` does (the
+  # ActionRepeat sum, then the episode's), so the two agree to the bit for
+  # the same physics.
+  total = np.float32(0.0)
+  held = np.float32(0.0)  # Reward of the current agent step so far.
   frames = 0
   try:
     writer = _open_writer(tmp, width, height, fps)
-    state = reset(jax.random.PRNGKey(seed))
+    # The reset of `roxie eval --seed` (`loops.make_evaluator`): its first
+    # episode is this one.
+    state = reset(jax.random.split(jax.random.PRNGKey(seed))[0])
     action = None
     for t in range(n):
       # Draw the state, then step: n frames, n control steps, never the
@@ -246,8 +261,12 @@ def play(policy, out: str, *, backend: str = 'cpu',
       if t % repeat == 0:
         action = act(policy.params, state.obs)
       state, ts = step(state, action)
-      total += float(ts.reward[0])
-      if bool(ts.terminated[0]):
+      reward = np.asarray(ts.reward, np.float32)[0]
+      held = reward if t % repeat == 0 else np.float32(held + reward)
+      ended = bool(ts.terminated[0])
+      if ended or t % repeat == repeat - 1 or t == n - 1:
+        total = np.float32(total + held)
+      if ended:
         break  # A task with terminations: the episode is over.
     writer.close()
     writer = None
@@ -259,7 +278,7 @@ def play(policy, out: str, *, backend: str = 'cpu',
     if os.path.exists(tmp):
       os.remove(tmp)
   return PlayResult(path=out, frames=frames, width=width, height=height, fps=fps,
-                    episode_return=total, gl_backend=gl, backend=backend)
+                    episode_return=float(total), gl_backend=gl, backend=backend)
 
 
 def read_video(path: str):

@@ -56,6 +56,21 @@ def test_play_writes_a_video_of_the_episode(tiny_run, tmp_path, capsys):
   assert not list(tmp_path.glob('videos/*.tmp*'))
 
 
+@needs_video
+def test_play_return_is_that_of_evals_first_episode(tiny_run, tmp_path):
+  # A state policy under action repeat 2: play resets as `roxie eval --seed`
+  # does (its first episode), holds each action 2 control steps, and adds
+  # the rewards up as eval does.
+  _gl_or_skip()
+  policy = export.policy_from_run(tiny_run, check=False)
+  result = play.play(policy, str(tmp_path / 'r.mp4'), width=16, height=16,
+                     seed=2)
+  assert result.frames == 40  # Control steps: the whole episode.
+  ev = export.evaluate_policy(policy, episodes=2, seed=2)
+  assert result.episode_return == pytest.approx(float(ev.returns[0]),
+                                                rel=1e-5, abs=1e-6)
+
+
 @pytest.mark.slow  # An MJX compile, like the project's other MJX checks.
 @needs_video
 def test_play_an_exported_bundle_on_the_other_backend(tiny_run, tmp_path):
