@@ -52,6 +52,13 @@ def _parser() -> argparse.ArgumentParser:
                  "PIXEL_DEFAULTS apply (sac; --set still wins)")
   t.add_argument('--resolution', default=None, metavar='HxW',
                  help='--obs pixels: frame size, e.g. 64x64 or 84 (default 64)')
+  t.add_argument('--resolution-schedule', default=None,
+                 metavar='RES@STEPS,...',
+                 help='--obs pixels: change the frame size as training goes, '
+                 'e.g. 32@0,48@40000,64@80000 (RES is N or HxW, STEPS env '
+                 'steps, the first at 0); the replay is resized at each '
+                 'stage. Needs --set encoder_pooling=mean (or '
+                 'spatial_softmax); replaces --resolution')
   t.add_argument('--camera', default=None,
                  help="--obs pixels: camera id or name (default 0, the "
                  "task's tracking camera where it has one)")
@@ -185,6 +192,14 @@ def _train_command(args: argparse.Namespace) -> int:
     return _fail(str(e))
   if pixels is not None:
     env_options = dict(env_options or {}, pixels=pixels)
+  schedule = None
+  if args.resolution_schedule is not None and not args.resume:
+    try:
+      schedule = run_lib.parse_resolution_schedule(args.resolution_schedule)
+    except ValueError as e:
+      return _fail(str(e))
+    _, height, width = schedule[0]
+    env_options['pixels'].update(height=height, width=width)
   # What --resume refuses to resume with: errors of the run, not of roxie.
   refused = (FileNotFoundError, FileExistsError, run_lib.RunError,
              ckpt_lib.CheckpointError, config_lib.ConfigError)
@@ -237,7 +252,9 @@ def _train_command(args: argparse.Namespace) -> int:
     try:
       if pixels is not None:  # The agent's pixel defaults, under --set.
         overrides = dict(run_lib.pixel_defaults(agent), **overrides)
-      run_lib.resolve_config(agent, overrides)
+      _, cfg = run_lib.resolve_config(agent, overrides)
+      if schedule is not None:
+        run_lib.check_schedule_pooling(agent, cfg)
       task_def = envs.get_task(task)
       if pixels is not None:  # A camera the task's model has, by id or name.
         from roxie.envs import pixels as pixels_lib  # pylint: disable=g-import-not-at-top
@@ -268,7 +285,8 @@ def _train_command(args: argparse.Namespace) -> int:
           agent, task, backend=args.backend or 'cpu', num_envs=args.num_envs,
           steps=args.steps, seed=seed, out=out, overrides=overrides,
           eval_every=args.eval_every, eval_episodes=args.eval_episodes or 10,
-          env_options=env_options, num_devices=args.num_devices, **common)
+          env_options=env_options, num_devices=args.num_devices,
+          resolution_schedule=schedule, **common)
     except refused as e:
       return _fail(str(e))
     except KeyboardInterrupt as e:
@@ -302,10 +320,15 @@ def _interrupted(e: KeyboardInterrupt, out: Optional[str]) -> int:
 def _pixel_options(args: argparse.Namespace):
   """env_options['pixels'] from --obs and its options (None: the state)."""
   from roxie import run as run_lib  # pylint: disable=g-import-not-at-top
-  given = [f'--{n.replace("_", "-")}' for n in ('resolution', 'camera',
-                                                  'frame_stack',
+  given = [f'--{n.replace("_", "-")}' for n in ('resolution',
+                                                  'resolution_schedule',
+                                                  'camera', 'frame_stack',
                                                   'render_every', 'depth')
            if getattr(args, n) is not None]
+  if args.resolution is not None and args.resolution_schedule is not None:
+    raise ValueError('--resolution and --resolution-schedule cannot be '
+                     'combined: the schedule\'s first stage is the starting '
+                     'resolution.')
   obs = args.obs
   if obs is None and args.resume:
     if given:

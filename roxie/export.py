@@ -390,6 +390,8 @@ def _trained_state(run_dir: str):
   from roxie import run as run_lib  # pylint: disable=g-import-not-at-top
 
   meta, module, cfg = run_lib.load_run(run_dir)
+  # With a resolution schedule: the size the saved state trained at last.
+  meta = dict(meta, env_options=_trained_env_options(run_dir, meta))
   env = envs.make(meta['task'], backend='cpu', num_envs=1, nthread=1,
                   **run_lib.env_kwargs(meta.get('env_options')))
   spec = env.spec
@@ -405,6 +407,12 @@ def _trained_state(run_dir: str):
     state = run_lib.load_agent_state(
         os.path.join(run_dir, run_lib.STATE_FILE), template)
   return meta, module, cfg, spec, recipe, state
+
+
+def _trained_env_options(run_dir: str, meta: Mapping[str, Any]):
+  """The env_options of the resolution the run's saved state trained at."""
+  from roxie import run as run_lib  # pylint: disable=g-import-not-at-top
+  return run_lib.trained_env_options(run_dir, meta)
 
 
 def policy_from_run(run_dir: str, *, check: bool = True) -> Policy:
@@ -487,6 +495,8 @@ def evaluate_policy(policy: Policy, *, episodes: int = 10,
 def _training_summary(run_dir: str, meta: Mapping[str, Any]) -> Dict[str, Any]:
   summary = {k: meta.get(k) for k in ('backend', 'num_envs', 'seed')}
   summary['steps_configured'] = meta.get('steps')
+  if meta.get('resolution_schedule'):  # [[env steps, height, width], ...]
+    summary['resolution_schedule'] = meta['resolution_schedule']
   path = os.path.join(run_dir, METRICS_FILE)
   if os.path.exists(path):
     with open(path, newline='') as f:

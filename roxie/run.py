@@ -44,6 +44,30 @@ evaluation and its checkpoint) are dropped on resume; the resumed run writes
 them again, identical except wall_time and sps. Rows up to the checkpoint are
 never touched: metrics.csv is appended to, not rewritten, across resumes.
 
+Resolution schedules. A run from pixels may change its image resolution as
+it trains (low resolution early, higher later): config.json's
+`resolution_schedule` is [[env steps, height, width], ...], the first at 0
+steps, strictly increasing (`parse_resolution_schedule`; `roxie train
+--resolution-schedule 32@0,48@40000,64@80000`); `env_options['pixels']`
+holds the first stage's size. It needs an encoder whose parameters fit any
+resolution (`encoder_pooling` 'mean' or 'spatial_softmax', see
+`roxie.networks.PixelEncoder`). A stage starts at the first call boundary at
+or after its threshold (calls are `iterations_per_call` iterations, at most
+`eval_every` env steps): the runner builds the envs of the new size,
+rebuilds the recipe and the compiled loop (a recompile), keeps the agent
+state (its shapes are checked), converts the replay (every stored frame
+resized, `roxie.buffers.replay_resize`) so that learning goes on from the
+same data, and carries the training envs over: their episodes continue,
+with the frames of their current stacks resized the same way (nothing is
+reset, so episode returns and the replay's episodes stay whole). The frames
+rendered after the boundary have the new size. Evaluations use the
+resolution the agent is training at. Each checkpoint records the stage of
+the state it holds (`stage` in the runner state); a resume builds that stage
+before restoring, then switches if the env steps call for a later one, so a
+resumed run stays exact. `roxie eval --run` and `roxie export` use the
+resolution of the latest checkpoint's stage (the final one of a finished
+run).
+
 Stopping. SIGINT (Ctrl-C) or SIGTERM during training lets the compiled call
 in progress finish, writes a checkpoint at that iteration boundary (unless
 one was just written there) and raises `Interrupted` (`roxie train` prints
@@ -192,6 +216,7 @@ class RunResult:
   wall_time: float
   out: Optional[str]
   resumed_from: Optional[int] = None  # Env steps of the restored checkpoint.
+  resolution: Optional[Tuple[int, int]] = None  # Final (H, W) from pixels.
 
 
 def _agent_module(agent: str):
@@ -611,6 +636,7 @@ class _Runner:
   csv_rows: int = 0
   csv_columns: Optional[List[str]] = None
   wall_time: float = 0.0  # Seconds of training before this process.
+  stage: int = 0  # Resolution-schedule stage of the state (0 without one).
 
   def to_json(self) -> Dict[str, Any]:
     d = dataclasses.asdict(self)
@@ -653,7 +679,8 @@ def _templates(progs: _Programs, seed_key):
 
 def _run_identity(meta: Mapping[str, Any]) -> Dict[str, Any]:
   return {k: meta.get(k) for k in ('agent', 'task', 'backend', 'num_envs',
-                                   'seed', 'env_options', 'config')}
+                                   'seed', 'env_options', 'config',
+                                   'resolution_schedule')}
 
 
 def _check_identity(path: str, saved: Mapping[str, Any],
@@ -663,12 +690,19 @@ def _check_identity(path: str, saved: Mapping[str, Any],
     return
   here = json.loads(json.dumps(_run_identity(meta)))
   diffs = []
-  for k in ('agent', 'task', 'backend', 'num_envs', 'seed', 'env_options'):
+  for k in ('agent', 'task', 'backend', 'num_envs', 'seed', 'env_options',
+            'resolution_schedule'):
     if saved.get(k) != here.get(k):
       diffs.append(f'{k} {saved.get(k)!r} (this run: {here.get(k)!r})')
   if not diffs and saved.get('config') != here.get('config'):
     a, b = saved.get('config') or {}, here.get('config') or {}
+    try:  # A field added since (e.g. encoder_pooling) has its default.
+      defaults = config_lib.to_dict(_agent_module(meta['agent']).Config())
+    except (KeyError, TypeError, ValueError):
+      defaults = {}
     for k in sorted(set(a) | set(b)):
+      if k not in a and k in defaults and b.get(k) == defaults[k]:
+        continue
       if a.get(k) != b.get(k):
         diffs.append(f'config {k} {a.get(k)!r} (this run: {b.get(k)!r})')
   if diffs:
@@ -774,6 +808,205 @@ def env_kwargs(env_options: Optional[Mapping[str, Any]]) -> Dict[str, Any]:
   return kwargs
 
 
+# --- resolution schedules ---------------------------------------------------------------
+# config.json's 'resolution_schedule': [[env steps, height, width], ...]; see
+# the module docstring.
+
+
+def _parse_size(text: str) -> Tuple[int, int]:
+  parts = text.strip().lower().split('x')
+  if len(parts) not in (1, 2):
+    raise ValueError(text)
+  size = tuple(int(p) for p in parts)
+  return (size * 2) if len(size) == 1 else size
+
+
+def parse_resolution_schedule(text: str) -> List[List[int]]:
+  """'32@0,48@40000,64x48@80000' -> [[0, 32, 32], [40000, 48, 48], ...].
+
+  Each stage is RESOLUTION@ENV_STEPS, RESOLUTION being N or HxW; stages are
+  separated by commas. The result is checked by `check_resolution_schedule`.
+
+  Raises:
+    ValueError: a malformed schedule, with what is wrong and the format.
+  """
+  fmt = ('write it as RESOLUTION@ENV_STEPS,... with RESOLUTION N or HxW, '
+         'e.g. 32@0,48@40000,64@80000')
+  stages = []
+  items = [i for i in str(text).split(',') if i.strip()]
+  if not items:
+    raise ValueError(f'--resolution-schedule is empty; {fmt}.')
+  for item in items:
+    if item.count('@') != 1:
+      raise ValueError(f'--resolution-schedule stage {item.strip()!r} has no '
+                       f'@ENV_STEPS; {fmt}.')
+    size, steps = item.split('@')
+    try:
+      height, width = _parse_size(size)
+      steps = int(steps.strip())
+    except ValueError:
+      raise ValueError(f'--resolution-schedule stage {item.strip()!r} is not '
+                       f'RESOLUTION@ENV_STEPS; {fmt}.') from None
+    stages.append([steps, height, width])
+  return check_resolution_schedule(stages)
+
+
+def check_resolution_schedule(schedule) -> List[List[int]]:
+  """[[env steps, height, width], ...] checked, as a JSON-ready list.
+
+  Raises:
+    ValueError: not a list of triples, a first stage not at 0 env steps,
+      thresholds not strictly increasing, or a size below 1.
+  """
+  try:
+    stages = [[int(x) for x in stage] for stage in schedule]
+  except (TypeError, ValueError):
+    raise ValueError(f'A resolution schedule is a list of [env steps, '
+                     f'height, width]; got {schedule!r}.') from None
+  if not stages or any(len(st) != 3 for st in stages):
+    raise ValueError(f'A resolution schedule is a list of [env steps, '
+                     f'height, width]; got {schedule!r}.')
+  if stages[0][0] != 0:
+    raise ValueError(f'The resolution schedule must start at 0 env steps '
+                     f'(its first stage is at {stages[0][0]}), e.g. '
+                     '32@0,64@50000.')
+  for a, b in zip(stages, stages[1:]):
+    if b[0] <= a[0]:
+      raise ValueError(f'The resolution schedule\'s env steps must strictly '
+                       f'increase; got {a[0]} then {b[0]}.')
+  for steps, height, width in stages:
+    if height < 1 or width < 1:
+      raise ValueError(f'The resolution schedule has a size {height}x{width} '
+                       f'at {steps} env steps; sizes must be >= 1.')
+  return stages
+
+
+def schedule_stage(meta: Mapping[str, Any], env_steps: int) -> int:
+  """The stage of a run's resolution schedule at `env_steps` (0 without one)."""
+  stages = meta.get('resolution_schedule') or ()
+  stage = 0
+  for i, (start, _, _) in enumerate(stages):
+    if int(env_steps) >= int(start):
+      stage = i
+  return stage
+
+
+def stage_meta(meta: Mapping[str, Any], stage: int) -> Dict[str, Any]:
+  """The run's config with env_options['pixels'] of a schedule stage's size."""
+  out = dict(meta)
+  stages = meta.get('resolution_schedule')
+  if not stages:
+    return out
+  _, height, width = stages[int(stage)]
+  options = dict(out.get('env_options') or {})
+  options['pixels'] = dict(options['pixels'], height=int(height),
+                           width=int(width))
+  out['env_options'] = options
+  return out
+
+
+def check_schedule_pooling(agent: str, cfg: Any) -> None:
+  """Raises RunError unless `cfg`'s encoder fits every resolution."""
+  from roxie.networks import pixels as pixel_nets  # pylint: disable=g-import-not-at-top
+  pooling = getattr(cfg, 'encoder_pooling', None)
+  if pooling in pixel_nets.RESOLUTION_AGNOSTIC_POOLINGS:
+    return
+  if pooling is None:
+    raise RunError(f'{agent} has no pixel encoder, so it cannot follow a '
+                   'resolution schedule.')
+  raise RunError(
+      f'A resolution schedule needs an encoder whose parameters fit every '
+      f'resolution, but encoder_pooling is {pooling!r} (its projection\'s '
+      'weights depend on the image size). Add --set encoder_pooling=mean '
+      '(or --set encoder_pooling=spatial_softmax).')
+
+
+def _checkpoint_stage(path: str, meta: Mapping[str, Any]) -> int:
+  """The schedule stage of the state a checkpoint holds."""
+  try:
+    runner = (ckpt_lib.read_meta(path).get('meta') or {}).get('runner') or {}
+  except ckpt_lib.CheckpointError:
+    return 0  # _load_checkpoint reports it.
+  stages = meta.get('resolution_schedule') or ()
+  stage = runner.get('stage')
+  if stage is None:
+    stage = schedule_stage(meta, int(runner.get('env_steps') or 0))
+  if not 0 <= int(stage) < max(1, len(stages)):
+    raise ckpt_lib.CheckpointError(
+        f'Checkpoint {path} is at stage {stage} of a resolution schedule of '
+        f'{len(stages)} stage(s): it belongs to another run.')
+  return int(stage)
+
+
+def trained_env_options(run_dir: str,
+                        meta: Mapping[str, Any]) -> Dict[str, Any]:
+  """env_options of the resolution a run's latest checkpoint trained at.
+
+  Without a resolution schedule, the run's env_options. With one, those of
+  the stage recorded by the latest checkpoint (the final stage of a finished
+  run), or the first stage if there is no checkpoint.
+  """
+  if not meta.get('resolution_schedule'):
+    return dict(meta.get('env_options') or {})
+  path = ckpt_lib.latest(run_dir)
+  stage = _checkpoint_stage(path, meta) if path else 0
+  return dict(stage_meta(meta, stage).get('env_options') or {})
+
+
+def _shape_differences(have: Any, want: Any, limit: int = 4) -> List[str]:
+  """Leaves of `have` whose path, shape or dtype differ from `want`'s."""
+  a = jax.tree_util.tree_flatten_with_path(have)
+  b = jax.tree_util.tree_flatten_with_path(want)
+  if a[1] != b[1]:
+    return ['the structure differs']
+  diffs = []
+  for (path, x), (_, y) in zip(a[0], b[0]):
+    if tuple(np.shape(x)) != tuple(y.shape) or np.dtype(x.dtype) != np.dtype(
+        y.dtype):
+      diffs.append(f'{jax.tree_util.keystr(path)}: {np.dtype(x.dtype)}'
+                   f'{list(np.shape(x))} -> {np.dtype(y.dtype)}'
+                   f'{list(y.shape)}')
+  if len(diffs) > limit:
+    diffs = diffs[:limit] + [f'and {len(diffs) - limit} more']
+  return diffs
+
+
+def _switch_stage(state, old: _Programs, new: _Programs, seed_key,
+                  size: Tuple[int, int]):
+  """The LoopState carried over to a new resolution's programs.
+
+  The agent state is kept (its shapes must not change); the replay's
+  frames and the frames of the envs' current stacks are resized; the envs'
+  episodes continue (the native backend's host physics is handed over).
+  """
+  from roxie import buffers  # pylint: disable=g-import-not-at-top
+  height, width = size
+  shapes = jax.eval_shape(new.init, seed_key)
+  diffs = _shape_differences(state.agent, shapes.agent)
+  if diffs:
+    raise RunError(
+        f'The agent state changes shape at the {height}x{width} stage of the '
+        f'resolution schedule ({"; ".join(diffs)}), so training cannot go on '
+        'with the same parameters. Use an encoder that fits every '
+        'resolution: --set encoder_pooling=mean (or spatial_softmax).')
+  jax.block_until_ready(state)
+  replay = state.replay
+  if isinstance(replay, buffers.ReplayState) and isinstance(
+      replay.obs, buffers.FrameStore):
+    replay = buffers.replay_resize(replay, height, width)
+  env = state.env._replace(obs=buffers.resize_observation(
+      state.env.obs, height, width))
+  carried = state._replace(env=env, replay=replay)
+  diffs = _shape_differences(carried, shapes)
+  if diffs:
+    raise RunError(f'Cannot carry the training state over to the {height}x'
+                   f'{width} stage of the resolution schedule: '
+                   f'{"; ".join(diffs)}.')
+  if old.host_physics:
+    new.env.set_host_state(old.env.get_host_state())
+  return distributed.put_like(carried, shapes)
+
+
 def pixel_agents() -> Tuple[str, ...]:
   """The recipes that train from pixels (those with `PIXEL_DEFAULTS`)."""
   from roxie import agents  # pylint: disable=g-import-not-at-top
@@ -799,13 +1032,31 @@ def pixel_defaults(agent: str) -> Dict[str, Any]:
 
 
 def _new_run_meta(agent, task, backend, num_envs, steps, seed, overrides,
-                  eval_every, eval_episodes, env_options, checkpoint_every):
+                  eval_every, eval_episodes, env_options, checkpoint_every,
+                  resolution_schedule=None):
   module, cfg = resolve_config(agent, overrides or {})
   num_envs = int(num_envs or cfg.num_envs)
   total = int(steps if steps is not None else cfg.total_steps)
   env_options = dict(env_options or {})
   if env_options.get('pixels') is not None:
     check_pixel_agent(agent)
+  if resolution_schedule is not None:
+    if env_options.get('pixels') is None:
+      raise RunError('A resolution schedule needs pixel observations '
+                     '(--obs pixels or pixels+state).')
+    if jax.process_count() > 1:
+      raise RunError('A resolution schedule is not supported in a '
+                     'multi-process job (its replay is not gathered to be '
+                     'resized).')
+    try:
+      resolution_schedule = check_resolution_schedule(resolution_schedule)
+    except ValueError as e:
+      raise RunError(str(e)) from None
+    check_schedule_pooling(agent, cfg)
+    # The first stage's size is the run's env_options['pixels'] size.
+    _, height, width = resolution_schedule[0]
+    env_options['pixels'] = dict(env_options['pixels'], height=height,
+                                 width=width)
   # A config may ask for an action repeat (SAC's CPU default does); an
   # explicit env option wins. Env steps count control steps either way.
   if getattr(cfg, 'action_repeat', 1) != 1:
@@ -818,11 +1069,14 @@ def _new_run_meta(agent, task, backend, num_envs, steps, seed, overrides,
   eval_every = int(eval_every or max(per_iter, total // 10))
   chunk = min(eval_every, int(checkpoint_every or eval_every))
   iterations = max(1, min(chunk // per_iter, _MAX_ITERATIONS_PER_CALL))
-  return {'agent': agent, 'task': task, 'backend': backend,
+  meta = {'agent': agent, 'task': task, 'backend': backend,
           'num_envs': num_envs, 'steps': total, 'seed': int(seed),
           'env_options': env_options, 'config': config_lib.to_dict(cfg),
           'eval_every': eval_every, 'eval_episodes': int(eval_episodes),
           'iterations_per_call': iterations}
+  if resolution_schedule is not None:
+    meta['resolution_schedule'] = resolution_schedule
+  return meta
 
 
 def train(agent: str = 'sac', task: str = DEFAULT_TASK, *, backend: str = 'cpu',
@@ -834,7 +1088,8 @@ def train(agent: str = 'sac', task: str = DEFAULT_TASK, *, backend: str = 'cpu',
           checkpoint_every: Optional[int] = None,
           keep_checkpoints: int = DEFAULT_KEEP_CHECKPOINTS,
           save_replay: bool = True, tensorboard: bool = False,
-          num_devices: Optional[int] = None) -> RunResult:
+          num_devices: Optional[int] = None,
+          resolution_schedule: Optional[Any] = None) -> RunResult:
   """Trains `agent` on `task`; returns the final evaluation.
 
   Args:
@@ -860,10 +1115,16 @@ def train(agent: str = 'sac', task: str = DEFAULT_TASK, *, backend: str = 'cpu',
     num_devices: train data-parallel over this many devices (num_envs and
       the batch size must be multiples of it; see `roxie.distributed`).
       Default: 1, or every device of a multi-process job.
+    resolution_schedule: from pixels, [[env steps, height, width], ...] or
+      its text form ('32@0,48@40000'; see `parse_resolution_schedule`): the
+      image size changes at those env steps (see the module docstring). The
+      first stage's size replaces env_options['pixels']'s. Needs
+      `encoder_pooling` 'mean' or 'spatial_softmax' in the config.
 
   Raises:
     FileExistsError: `out` already holds a run.
-    RunError: another process trains `out`.
+    RunError: another process trains `out`, or a resolution schedule that
+      cannot be followed.
   """
   _check_positive(checkpoint_every=checkpoint_every,
                   keep_checkpoints=keep_checkpoints)
@@ -875,8 +1136,14 @@ def train(agent: str = 'sac', task: str = DEFAULT_TASK, *, backend: str = 'cpu',
     raise FileExistsError(
         f'{out} already holds a run ({CONFIG_FILE}); continue it with '
         f'`roxie train --resume {out}` or choose another directory.')
+  if isinstance(resolution_schedule, str):
+    try:
+      resolution_schedule = parse_resolution_schedule(resolution_schedule)
+    except ValueError as e:
+      raise RunError(str(e)) from None
   meta = _new_run_meta(agent, task, backend, num_envs, steps, seed, overrides,
-                       eval_every, eval_episodes, env_options, checkpoint_every)
+                       eval_every, eval_episodes, env_options, checkpoint_every,
+                       resolution_schedule)
   meta['num_devices'] = distributed.default_num_devices(num_devices)
   if meta['num_envs'] % meta['num_devices']:
     raise ValueError(f"num_envs ({meta['num_envs']}) must be a multiple of "
@@ -962,7 +1229,11 @@ def _train(meta: Dict[str, Any], out: Optional[str], *, resume: bool,
   total = int(meta['steps'])
   eval_every = int(meta['eval_every'])
   ckpt_every = int(checkpoint_every or eval_every)
-  progs = _programs(meta)
+  # The resolution-schedule stage of the state this process starts from:
+  # the one its checkpoint holds, on a resume.
+  latest = ckpt_lib.latest(out) if (resume and out) else None
+  stage = _checkpoint_stage(latest, meta) if latest else 0
+  progs = _programs(stage_meta(meta, stage))
   per_call = progs.iterations * progs.per_iter
   csv_log = _MetricsCsv(os.path.join(out, METRICS_FILE) if out else None)
   key = jax.random.PRNGKey(meta['seed'])
@@ -986,6 +1257,7 @@ def _train(meta: Dict[str, Any], out: Optional[str], *, resume: bool,
     else:
       state, key, runner, replay_restored = _load_checkpoint(
           path, progs, meta, k_init)
+      runner.stage = stage
       resumed_from = runner.env_steps
       dropped = csv_log.adopt(runner.csv_rows, runner.csv_columns)
       notes.append(f'resumed {out} from {os.path.basename(path)} '
@@ -1033,7 +1305,8 @@ def _train(meta: Dict[str, Any], out: Optional[str], *, resume: bool,
         eval_return=_nan(runner.last_eval),
         eval_return_std=_nan(runner.last_eval_std), env_steps=runner.env_steps,
         sps=0.0, wall_time=runner.wall_time, out=out,
-        resumed_from=resumed_from)
+        resumed_from=resumed_from,
+        resolution=_resolution(stage_meta(meta, runner.stage)))
 
   board = None
   if tensorboard and out:
@@ -1055,6 +1328,18 @@ def _train(meta: Dict[str, Any], out: Optional[str], *, resume: bool,
     if state is None:
       state = progs.init(k_init)
     while env_steps < total:
+      want = schedule_stage(meta, env_steps)
+      if want != runner.stage:
+        _, height, width = meta['resolution_schedule'][want]
+        progress.log(f'resolution {height}x{width} from {env_steps} env steps '
+                     f'(stage {want + 1} of '
+                     f'{len(meta["resolution_schedule"])}): rebuilding the '
+                     'envs and the training program, resizing the replay...')
+        new_progs = _programs(stage_meta(meta, want))
+        state = _switch_stage(state, progs, new_progs, k_init,
+                              (height, width))
+        progs, runner.stage = new_progs, want
+        per_call = progs.iterations * progs.per_iter
       state, output = progs.run(state)
       output = distributed.local_copy(output)  # No-op on one device.
       prev, env_steps = env_steps, env_steps + per_call
@@ -1115,10 +1400,16 @@ def _train(meta: Dict[str, Any], out: Optional[str], *, resume: bool,
                     eval_return_std=_nan(runner.last_eval_std),
                     env_steps=env_steps, sps=sps,
                     wall_time=runner.wall_time + wall, out=out,
-                    resumed_from=resumed_from)
+                    resumed_from=resumed_from,
+                    resolution=_resolution(stage_meta(meta, runner.stage)))
   if verbose:
     print(final_line(final), flush=True)
   return final
+
+
+def _resolution(meta: Mapping[str, Any]) -> Optional[Tuple[int, int]]:
+  pixels = (meta.get('env_options') or {}).get('pixels')
+  return None if not pixels else (int(pixels['height']), int(pixels['width']))
 
 
 def _save_checkpoint(out, progs, state, key, runner: _Runner, meta, csv_log,
@@ -1216,7 +1507,7 @@ def evaluate_run(run_dir: str, *, episodes: int = 10, backend: Optional[str] = N
   meta, module, cfg = load_run(run_dir)
   backend = backend or meta['backend']
   env = envs.make(meta['task'], backend=backend, num_envs=episodes,
-                  **env_kwargs(meta.get('env_options')))
+                  **env_kwargs(trained_env_options(run_dir, meta)))
   recipe = module.make(cfg, env.spec)
   template = jax.eval_shape(lambda k: recipe.init(k, env.spec),
                             jax.random.PRNGKey(0))

@@ -461,6 +461,9 @@ class PixelConfig:
   encoder_tau: float = 0.05  # Target encoder averaging (SAC-AE, DrQ).
   augment_pad: int = 4  # DrQ random shift in pixels; 0 turns it off.
 
+  def __post_init__(self):
+    check_pooling(self.encoder_pooling)  # A bad --set fails at once.
+
 
 def encoder_from_config(config: Any, spec: Any) -> Optional[SharedEncoder]:
   """The `SharedEncoder` a `PixelConfig` asks for; None for flat specs."""
