@@ -13,11 +13,16 @@ mjr_readPixels of a fixed state in a Python loop), the ceiling for 'cpu'.
 
 The native backend ('cpu') renders from its step callback; MJX renders on
 the host from its state through a pure_callback (see roxie/envs/pixels.py).
-Timings are the best of `--repeats` runs (the machine is shared).
+With --warp, MJX also renders with MJX's Warp renderer
+(PixelSpec(renderer='warp'), rows 'rgb warp' and 'rgb+depth warp'; needs
+NVIDIA Warp, roxie's optional `warp` extra; on Warp's CPU device where JAX
+runs on the CPU). Timings are the best of `--repeats` runs (the machine is
+shared).
 
   python benchmarks/render_throughput.py            # 16 and 64 envs, both
   python benchmarks/render_throughput.py --quick    # 16 envs, cpu only
   python benchmarks/render_throughput.py --backends mjx --envs 16
+  python benchmarks/render_throughput.py --backends mjx --envs 16 --warp
 """
 
 from __future__ import annotations
@@ -43,6 +48,10 @@ MODES = {
     'raw': None,
     'rgb': dict(rgb=True, depth=False),
     'rgb+depth': dict(rgb=True, depth=True),
+}
+WARP_MODES = {
+    'rgb warp': dict(rgb=True, depth=False, renderer='warp'),
+    'rgb+depth warp': dict(rgb=True, depth=True, renderer='warp'),
 }
 
 
@@ -96,11 +105,17 @@ def main(argv=None) -> int:
   p.add_argument('--repeats', type=int, default=3)
   p.add_argument('--quick', action='store_true',
                  help='16 envs, cpu only, 2 repeats')
+  p.add_argument('--warp', action='store_true',
+                 help="mjx: also PixelSpec(renderer='warp') (needs Warp)")
   args = p.parse_args(argv)
   counts = [int(x) for x in args.envs.split(',')]
   backends = args.backends.split(',')
   if args.quick:
     counts, backends, args.repeats = [16], ['cpu'], 2
+  if args.warp:
+    from roxie.envs import warp_render  # pylint: disable=g-import-not-at-top
+    if not warp_render.warp_installed():
+      p.error(f'--warp needs NVIDIA Warp: {warp_render.install_hint()}')
   gl_name = gl.gl_backend()
   print(_harness.machine_header(
       'render_throughput: pixel observations in a jitted scan',
@@ -118,7 +133,10 @@ def main(argv=None) -> int:
   for backend in backends:
     for b in counts:
       fns, compile_s = {}, {}
-      for mode, opts in MODES.items():
+      modes = dict(MODES)
+      if args.warp and backend == 'mjx':
+        modes.update(WARP_MODES)
+      for mode, opts in modes.items():
         spec = None if opts is None else envs.PixelSpec(
             height=args.size, width=args.size, **opts)
         env = envs.make(args.task, backend=backend, num_envs=b, pixels=spec)
@@ -131,13 +149,13 @@ def main(argv=None) -> int:
                                    warmup=1)
       rate = {mode: args.steps * b / min(t)
               for mode, t in zip(fns, times)}
-      for mode in MODES:
+      for mode in modes:
         rows.append([backend, str(b), mode, f'{rate[mode]:,.0f}',
                      f'{rate[mode] / rate["raw"]:.3f}',
                      f'{compile_s[mode]:.1f}'])
       print(_harness.fmt_table(
           ['backend', 'envs', 'obs', 'steps/s (=frames/s)', 'ratio to raw',
-           'first call s'], rows[-3:]), flush=True)
+           'first call s'], rows[-len(modes):]), flush=True)
   print()
   print(_harness.fmt_table(
       ['backend', 'envs', 'obs', 'steps/s (=frames/s)', 'ratio to raw',

@@ -54,6 +54,28 @@ class NativeEnv(common.BatchedEnv):
     self.physics.set_host_state(rows)
 
 
+def _renderer(model, pixel_obs, backend: str):
+  """The renderer `pixel_obs.spec.renderer` asks for (see roxie.envs.pixels).
+
+  Raises roxie.gl.RenderingUnavailable (naming packages) where the host
+  renderer is needed and no GL works, and
+  roxie.envs.warp_render.WarpUnavailable (naming what to install) where
+  'warp' is asked for and cannot run.
+  """
+  from roxie.envs import pixels as pixels_lib  # pylint: disable=g-import-not-at-top
+  choice = pixel_obs.spec.renderer
+  if backend == 'mjx' and choice in ('warp', 'auto'):
+    from roxie.envs import warp_render  # pylint: disable=g-import-not-at-top
+    if choice == 'warp' or (warp_render.warp_installed()
+                            and pixel_obs.camera >= 0):
+      try:
+        return warp_render.WarpRenderer(model, pixel_obs)
+      except warp_render.WarpUnavailable:
+        if choice == 'warp':
+          raise
+  return pixels_lib.HostRenderer(model, pixel_obs)
+
+
 def make(task_name: Union[str, Task], *, backend: str = 'cpu', num_envs: int,
          episode_length: Optional[int] = None, nthread: Optional[int] = None,
          callback: Optional[str] = None, impl: str = 'jax',
@@ -71,14 +93,17 @@ def make(task_name: Union[str, Task], *, backend: str = 'cpu', num_envs: int,
     callback: 'cpu' only: how compiled code reaches the host physics,
       'auto' (default: in-place `buffer_callback` in CPU programs, copying
       `io_callback` in accelerator programs), 'buffer' or 'io'.
-    impl: 'mjx' only: 'jax' (default) or 'warp' (needs Warp, GPU).
+    impl: 'mjx' only: 'jax' (default); 'warp' (MuJoCo Warp physics) is
+      refused for now, naming why (see `roxie.envs.mjx_backend`).
     action_repeat: control steps per agent decision, rewards summed
       (`roxie.envs.wrappers.ActionRepeat`); `episode_length` stays in control
       steps and must be a multiple of it.
     pixels: a `PixelSpec` for dict observations (camera frames, depth,
       sensors, state; see `roxie.envs.pixels`), None (default) for the flat
       state vector. Frame cadence and stacking count agent steps (under an
-      action repeat, `action_repeat` control steps each).
+      action repeat, `action_repeat` control steps each). Its `renderer`
+      picks what draws the frames: 'host' (MuJoCo's OpenGL renderer, both
+      backends), 'warp' (MJX's Warp renderer, backend 'mjx') or 'auto'.
 
   Returns:
     An Env (see `roxie.types.Env`): `spec`, `num_envs`, `reset`, `step`.
@@ -86,8 +111,11 @@ def make(task_name: Union[str, Task], *, backend: str = 'cpu', num_envs: int,
   Raises:
     KeyError: unknown task (the message lists the available ones).
     ValueError: unknown backend, bad sizes, or options of the other backend.
-    roxie.gl.RenderingUnavailable: `pixels` asks for images and no headless
-      OpenGL works here (the message names the system packages).
+    roxie.gl.RenderingUnavailable: `pixels` asks for images from the host
+      renderer and no headless OpenGL works here (the message names the
+      system packages).
+    roxie.envs.warp_render.WarpUnavailable: `pixels.renderer` is 'warp' and
+      MJX's Warp renderer cannot run (the message names what to install).
   """
   task = task_name if isinstance(task_name, Task) else get_task(task_name)
   if backend not in BACKENDS:
@@ -115,8 +143,11 @@ def make(task_name: Union[str, Task], *, backend: str = 'cpu', num_envs: int,
                          obs_names=spec.obs_names if pixels.state else (),
                          obs_shapes=pixel_obs.obs_shapes(),
                          frame_stack=int(pixels.frame_stack))
-    if pixels.renders:  # Fails here, naming packages, when GL is missing.
-      renderer = pixels_lib.HostRenderer(model, pixel_obs)
+    if backend == 'cpu' and pixels.renderer == 'warp':
+      raise ValueError("PixelSpec(renderer='warp') is MJX's renderer: use "
+                       "backend='mjx', or renderer='host' or 'auto'.")
+    if pixels.renders:
+      renderer = _renderer(model, pixel_obs, backend)
     extra = dict(renderer=renderer, pixel_obs=pixel_obs,
                  extra_fields=('sensordata',) if pixels.sensors else ())
   if backend == 'cpu':

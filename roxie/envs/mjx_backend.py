@@ -22,15 +22,23 @@ The RK4 integrator evaluates forward dynamics inside the integrator, so for
 RK4 models (cartpole, acrobot) a substep is `mjx.step` and one step1 follows
 the last one (n forwards + one position/velocity stage), as dm_control does.
 With impl='warp' the stages are not separately callable; there each control
-step is n `mjx.step` calls plus one `mjx.forward` for the view.
+step would be n `mjx.step` calls plus one `mjx.forward` for the view, but
+impl='warp' physics is refused at construction for now (see `MjxPhysics`;
+tried with warp-lang 1.18.0 on Warp's CPU device: `mjx.make_data(mx)` fails
+with "Model impl Impl.WARP does not match make_data implementation
+Impl.JAX", and with `make_data(model, impl='warp')` the first reset inside a
+step fails in `common.select`, the contact pool's leaves being [naconmax,
+...] rather than [B, ...]).
 
-Pixel observations (`roxie.envs.pixels`): frames are drawn on the host by
-MuJoCo's OpenGL renderer, through a `jax.pure_callback` that receives the
-poses (qpos, mocap) of the envs' MJX state, puts them into an MjData and runs
-mj_fwdPosition before drawing. The installed MJX has a batch renderer
-(`mujoco.mjx.warp.render`), but it needs NVIDIA Warp and a GPU, so it is not
-used here: the host path works everywhere (from a GPU program the callback
-copies the poses to the host and the frames back).
+Pixel observations (`roxie.envs.pixels`): by default frames are drawn on the
+host by MuJoCo's OpenGL renderer, through a `jax.pure_callback` that receives
+the poses (qpos, mocap) of the envs' MJX state, puts them into an MjData and
+runs mj_fwdPosition before drawing; this works everywhere (from a GPU program
+the callback copies the poses to the host and the frames back). With
+`PixelSpec(renderer='warp')` (or 'auto' where Warp is installed) the same
+poses go to MJX's batch renderer instead (`roxie.envs.warp_render`: MuJoCo
+Warp's ray tracer, inside the program, on CUDA or Warp's CPU device), with
+either impl. Both give the same observation layout and dtypes.
 """
 
 from __future__ import annotations
@@ -98,12 +106,18 @@ class MjxPhysics(common.Physics):
     if impl not in IMPLS:
       raise ValueError(f'Unknown MJX impl {impl!r}; choose one of {IMPLS}.')
     if impl == 'warp':
-      import mujoco.mjx.warp as mjxw  # pylint: disable=g-import-not-at-top
-      if not mjxw.WARP_INSTALLED:
+      from roxie.envs import warp_render  # pylint: disable=g-import-not-at-top
+      if not warp_render.warp_installed():
         raise ValueError(
-            "MJX impl='warp' needs NVIDIA Warp and mujoco_warp "
-            "(pip install warp-lang mujoco-warp), which are not installed; "
-            "use impl='jax'.")
+            "MJX impl='warp' needs NVIDIA Warp, which is not installed: "
+            f"{warp_render.install_hint()}; or use impl='jax'.")
+      raise NotImplementedError(
+          "MJX impl='warp' physics is not supported yet: MuJoCo Warp's "
+          'mjx.Data keeps one contact pool for all worlds (naconmax entries, '
+          "not [B, ...]), which roxie's per-env resets cannot select from, "
+          "and mjx.make_data needs the MjModel with impl='warp'. Use "
+          "impl='jax'; Warp rendering works with it: "
+          "PixelSpec(renderer='warp').")
     try:
       self.mx = mjx.put_model(model, impl=impl)
     except NotImplementedError as e:
@@ -115,7 +129,8 @@ class MjxPhysics(common.Physics):
     self.fields = tuple(f for f in task.fields if f != 'ctrl')
     self.fields += tuple(f for f in extra_fields if f not in self.fields)
     self.renderer = renderer
-    if renderer is not None:
+    self._warp_frames = getattr(renderer, 'name', None) == 'warp'
+    if renderer is not None and not self._warp_frames:
       self._frame_shapes = pixel_obs.host_frame_shapes((num_envs,))
     self.shapes = common.field_shapes(model, self.fields)
     self.split = (impl == 'jax' and model.opt.integrator in (
@@ -167,10 +182,17 @@ class MjxPhysics(common.Physics):
                          out.get('rgb'), out.get('zbuf'))
     return out
 
-  def _frames(self, d: mjx.Data, mask: jax.Array):
-    """Host frames of the envs in `mask` (the rest zeros)."""
+  def _frames(self, d: mjx.Data, mask: jax.Array, token=None):
+    """(frames of the envs in `mask` (the rest zeros or any), token).
+
+    Host frames come from a pure_callback; Warp frames from MJX's renderer,
+    whose calls in one program are ordered by passing on the token.
+    """
+    if self._warp_frames:
+      return self.renderer.frames(d.qpos, d.mocap_pos, d.mocap_quat, mask,
+                                  token)
     return jax.pure_callback(self._host_frames, self._frame_shapes, mask,
-                             d.qpos, d.mocap_pos, d.mocap_quat)
+                             d.qpos, d.mocap_pos, d.mocap_quat), token
 
   def _check_render(self, render: Optional[jax.Array]) -> None:
     if (render is None) != (self.renderer is None):
@@ -191,7 +213,7 @@ class MjxPhysics(common.Physics):
     d = jax.vmap(self._fresh)(qpos, qvel)
     view = self._view(d)
     if self.renderer is not None:
-      view['frames'] = self._frames(d, jnp.ones((self.num_envs,), bool))
+      view['frames'], _ = self._frames(d, jnp.ones((self.num_envs,), bool))
     return d, view
 
   @_allow_rank_promotion
@@ -200,18 +222,21 @@ class MjxPhysics(common.Physics):
     d = state.replace(ctrl=ctrl.astype(state.ctrl.dtype))
     d = jax.vmap(self._advance)(d)
     view = self._view(d)
+    token = None
     if render is not None:
-      view['frames'] = self._frames(d, render)
+      view['frames'], token = self._frames(d, render)
     diverged = self._diverged(d)
 
-    def do_reset(d):
+    def do_reset(operand):
+      d, token = operand
       fresh = jax.vmap(self._fresh)(qpos, qvel)
       fresh_view = self._view(fresh)
       if render is not None:
-        fresh_view['frames'] = self._frames(fresh, reset_mask)
+        fresh_view['frames'], _ = self._frames(fresh, reset_mask, token)
       return common.select(reset_mask, fresh, d), fresh_view
     d, reset_view = jax.lax.cond(jnp.any(reset_mask), do_reset,
-                                 lambda d: (d, view), d)
+                                 lambda operand: (operand[0], view),
+                                 (d, token))
     return d, view, reset_view, diverged
 
   @_allow_rank_promotion
@@ -220,6 +245,6 @@ class MjxPhysics(common.Physics):
     fresh = jax.vmap(self._fresh)(qpos, qvel)
     view = self._view(fresh)
     if render is not None:
-      view['final_frames'] = self._frames(state, render)
-      view['frames'] = self._frames(fresh, mask)
+      view['final_frames'], token = self._frames(state, render)
+      view['frames'], _ = self._frames(fresh, mask, token)
     return common.select(mask, fresh, state), view

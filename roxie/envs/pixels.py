@@ -24,11 +24,21 @@ the host, from inside the compiled program:
   (`mjr_readPixels` writes the XLA buffer itself; the image flip and the depth
   conversion are then fused into the JAX code that builds the stack).
 - backend 'mjx': by a `jax.pure_callback` from the MJX state (qpos and mocap
-  poses are copied into an `MjData`, `mj_fwdPosition`, render). The installed
-  MJX's batch renderer (`mujoco.mjx.warp.render`) needs NVIDIA Warp and a GPU;
-  it is not used.
+  poses are copied into an `MjData`, `mj_fwdPosition`, render).
 Both draw the same scene the same way, so frames of equal states agree up to
 float32 rounding (MJX) of the poses.
+
+`PixelSpec.renderer` picks the renderer: 'host' (default) is the above;
+'warp' (backend 'mjx' only) is MJX's batch renderer, MuJoCo Warp's ray
+tracer (`mujoco.mjx.render`), run inside the program on Warp's device for
+JAX's backend (CUDA, or Warp's CPU device), no OpenGL needed; it needs NVIDIA
+Warp (`pip install 'roxie[warp]'`) and a model camera, and its frames differ
+slightly from the host renderer's (see `roxie.envs.warp_render`: depth
+equal to +-1, RGB colours a few levels apart, no decor such as tendons);
+'auto' is 'warp' where that works (backend 'mjx', Warp installed, a model
+camera), else 'host'. `renderer_of(env)` says which one an env uses. The
+observation layout, dtypes, cadence and depth mapping are the same whichever
+renders.
 
 A GL context belongs to one thread, while XLA runs host callbacks on threads
 of its own choosing; each renderer therefore owns one dedicated thread on
@@ -86,6 +96,7 @@ import mujoco
 import numpy as np
 
 IMAGE_KEYS = ('depth', 'pixels')
+RENDERERS = ('host', 'warp', 'auto')
 _CHANNELS = {'pixels': 3, 'depth': 1}
 
 
@@ -112,6 +123,9 @@ class PixelSpec:
       expose as 'sensors', float32 [B, K], their values concatenated in order.
     depth_range: (lo, hi) metres of the depth mapping; None: the task's
       (centred on the scene as the camera sees it; see the module docstring).
+    renderer: 'host' (MuJoCo's OpenGL renderer), 'warp' (MJX's Warp
+      renderer; backend 'mjx', needs NVIDIA Warp) or 'auto' ('warp' where it
+      works, else 'host'); see the module docstring.
   """
   height: int = 64
   width: int = 64
@@ -123,8 +137,12 @@ class PixelSpec:
   state: bool = True
   sensors: Tuple[str, ...] = ()
   depth_range: Optional[Tuple[float, float]] = None
+  renderer: str = 'host'
 
   def __post_init__(self):
+    if self.renderer not in RENDERERS:
+      raise ValueError(f'Unknown PixelSpec.renderer {self.renderer!r}; choose '
+                       f'one of {RENDERERS}.')
     if isinstance(self.sensors, str):
       object.__setattr__(self, 'sensors', (self.sensors,))
     else:
@@ -268,10 +286,17 @@ class PixelObs:
     return out
 
   def images(self, frames: Dict[str, jax.Array]) -> Dict[str, jax.Array]:
-    """Host frames {'rgb', 'zbuf'} -> {'pixels' [B,H,W,3], 'depth' [B,H,W,1]}."""
+    """Frames -> {'pixels' [B,H,W,3], 'depth' [B,H,W,1]} uint8.
+
+    Host frames are {'rgb', 'zbuf'} (GL rows, bottom first); Warp frames
+    (`roxie.envs.warp_render`) {'image', 'distance'} (top row first, metres).
+    """
     out = {}
     if 'rgb' in frames:
       out['pixels'] = frames['rgb'][:, ::-1]
+    if 'image' in frames:
+      out['pixels'] = frames['image']
+    metres = None
     if 'zbuf' in frames:
       # mjDEPTH_ZEROFAR: the buffer holds 0 at the far plane, 1 at the near.
       z = frames['zbuf'][:, ::-1].astype(jnp.float32)
@@ -280,6 +305,9 @@ class PixelObs:
         metres = f - z * (f - n)
       else:
         metres = (f * n / (f - n)) / (z + n / (f - n))
+    if 'distance' in frames:
+      metres = frames['distance'].astype(jnp.float32)
+    if metres is not None:
       scaled = (metres - self.depth_lo) / (self.depth_hi - self.depth_lo)
       q = jnp.round(jnp.clip(scaled, 0.0, 1.0) * 255.0).astype(jnp.uint8)
       out['depth'] = q[..., None]
@@ -387,6 +415,8 @@ class HostRenderer:
   in place.
   """
 
+  name = 'host'
+
   def __init__(self, model: mujoco.MjModel, pixel_obs: PixelObs):
     from roxie import gl  # pylint: disable=g-import-not-at-top
     gl.gl_backend()  # Raises RenderingUnavailable, naming the packages.
@@ -473,6 +503,12 @@ def host_frames(out) -> Tuple[Optional[np.ndarray], Optional[np.ndarray]]:
           None if zbuf is None else np.asarray(zbuf))
 
 
+def renderer_of(env) -> Optional[str]:
+  """'host' or 'warp': what draws an env's frames (None: no images)."""
+  renderer = getattr(env.physics, 'renderer', None)
+  return None if renderer is None else renderer.name
+
+
 def depth_range_of(env) -> Tuple[float, float]:
   """The (lo, hi) metres an env's 'depth' uint8 maps linearly onto 0..255."""
   p = env.pixel_obs
@@ -480,4 +516,4 @@ def depth_range_of(env) -> Tuple[float, float]:
 
 
 __all__ = ['PixelSpec', 'PixelObs', 'HostRenderer', 'depth_range_of',
-           'camera_id']
+           'renderer_of', 'camera_id', 'RENDERERS']
