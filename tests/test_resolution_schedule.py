@@ -5,10 +5,13 @@ pooling) keep the compiles short; tests that render skip where no headless
 OpenGL works.
 """
 
+import collections
 import json
 import os
+import types
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -210,3 +213,14 @@ def test_cli_run_crosses_a_boundary(tmp_path, capsys):
   assert code == cli.EXIT_USAGE
   assert ('--resolution-schedule cannot change a resumed run'
           in capsys.readouterr().err)
+
+
+def test_a_stage_that_changes_the_agent_shapes_fails_clearly():
+  fake = collections.namedtuple('Fake', 'agent env replay')
+  new = types.SimpleNamespace(init=lambda k: fake(
+      agent={'w': jnp.zeros((5, 2))}, env=(), replay=()))
+  state = fake(agent={'w': np.zeros((3, 2), np.float32)}, env=(), replay=())
+  with pytest.raises(run.RunError, match=(
+      r"changes shape at the 24x24 stage .*\['w'\]: float32\[3, 2\] -> "
+      r'float32\[5, 2\].*encoder_pooling=mean')):
+    run._switch_stage(state, None, new, jax.random.PRNGKey(0), (24, 24))
