@@ -49,7 +49,8 @@ def _parser() -> argparse.ArgumentParser:
                  choices=('state', 'pixels', 'pixels+state'),
                  help="what the agent observes: the state vector (default), "
                  "rendered camera frames, or both; from pixels the agent's "
-                 "PIXEL_DEFAULTS apply (sac; --set still wins)")
+                 "PIXEL_DEFAULTS apply (the off-policy recipes; --set still "
+                 "wins)")
   t.add_argument('--resolution', default=None, metavar='HxW',
                  help='--obs pixels: frame size, e.g. 64x64 or 84 (default 64)')
   t.add_argument('--resolution-schedule', default=None,
@@ -70,6 +71,10 @@ def _parser() -> argparse.ArgumentParser:
                  'last frame in between (default 1)')
   t.add_argument('--depth', action='store_true', default=None,
                  help='--obs pixels: add a depth image')
+  t.add_argument('--renderer', default=None, choices=('host', 'warp', 'auto'),
+                 help="--obs pixels: 'host' (default; MuJoCo's OpenGL "
+                 "renderer), 'warp' (MJX's batch renderer, --backend mjx, "
+                 "needs roxie[warp]) or 'auto' (warp where it runs)")
   t.add_argument('--resume', default=None, metavar='DIR',
                  help="continue the run in DIR from its latest checkpoint, "
                  "with its saved settings")
@@ -134,6 +139,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     return args.cli_main(args)
   # Imports after parsing, so `--help` and usage errors are instant.
   from roxie import envs  # pylint: disable=g-import-not-at-top
+  from roxie import gl  # pylint: disable=g-import-not-at-top
   from roxie import run as run_lib  # pylint: disable=g-import-not-at-top
 
   if args.command == 'tasks':
@@ -149,7 +155,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
       result = run_lib.evaluate_run(args.run, episodes=args.episodes,
                                     backend=args.backend, seed=args.seed)
-    except (FileNotFoundError, ValueError, KeyError) as e:
+    except (FileNotFoundError, ValueError, KeyError,
+            gl.RenderingUnavailable) as e:
       return _fail(str(e))
     print(f'eval_return={float(result.mean):.1f} '
           f'std={float(result.std):.1f} episodes={args.episodes}')
@@ -201,8 +208,11 @@ def _train_command(args: argparse.Namespace) -> int:
     _, height, width = schedule[0]
     env_options['pixels'].update(height=height, width=width)
   # What --resume refuses to resume with: errors of the run, not of roxie.
+  from roxie import gl  # pylint: disable=g-import-not-at-top
+  from roxie.envs import warp_render  # pylint: disable=g-import-not-at-top
   refused = (FileNotFoundError, FileExistsError, run_lib.RunError,
-             ckpt_lib.CheckpointError, config_lib.ConfigError)
+             ckpt_lib.CheckpointError, config_lib.ConfigError,
+             gl.RenderingUnavailable, warp_render.WarpUnavailable)
   common = dict(checkpoint_every=args.checkpoint_every,
                 keep_checkpoints=args.keep_checkpoints,
                 save_replay=args.save_replay, tensorboard=args.tensorboard,
@@ -259,6 +269,10 @@ def _train_command(args: argparse.Namespace) -> int:
       if pixels is not None:  # A camera the task's model has, by id or name.
         from roxie.envs import pixels as pixels_lib  # pylint: disable=g-import-not-at-top
         pixels_lib.camera_id(task_def.load_model(), pixels['camera'])
+        if (pixels.get('renderer') == 'warp'
+            and (args.backend or 'cpu') != 'mjx'):
+          raise ValueError("--renderer warp is MJX's batch renderer: use it "
+                           "with --backend mjx (or --renderer auto).")
     except (config_lib.ConfigError, KeyError, ValueError,
             run_lib.RunError) as e:
       return _fail(e.args[0] if isinstance(e, KeyError) else str(e))
@@ -323,7 +337,8 @@ def _pixel_options(args: argparse.Namespace):
   given = [f'--{n.replace("_", "-")}' for n in ('resolution',
                                                   'resolution_schedule',
                                                   'camera', 'frame_stack',
-                                                  'render_every', 'depth')
+                                                  'render_every', 'depth',
+                                                  'renderer')
            if getattr(args, n) is not None]
   if args.resolution is not None and args.resolution_schedule is not None:
     raise ValueError('--resolution and --resolution-schedule cannot be '
@@ -355,7 +370,7 @@ def _pixel_options(args: argparse.Namespace):
       camera=0 if args.camera is None else args.camera,
       frame_stack=3 if args.frame_stack is None else args.frame_stack,
       render_every=1 if args.render_every is None else args.render_every,
-      depth=bool(args.depth))
+      depth=bool(args.depth), renderer=args.renderer or 'host')
 
 
 def _multi_process(args: argparse.Namespace):

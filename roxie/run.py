@@ -756,7 +756,8 @@ OBS_CHOICES = ('state', 'pixels', 'pixels+state')
 
 def pixel_options(obs: str = 'pixels', *, resolution: Tuple[int, int] = (64, 64),
                   camera: Any = 0, frame_stack: int = 3, render_every: int = 1,
-                  depth: bool = False) -> Optional[Dict[str, Any]]:
+                  depth: bool = False,
+                  renderer: str = 'host') -> Optional[Dict[str, Any]]:
   """env_options['pixels'] for `roxie train --obs OBS` (None for 'state').
 
   Args:
@@ -768,15 +769,20 @@ def pixel_options(obs: str = 'pixels', *, resolution: Tuple[int, int] = (64, 64)
     render_every: render every this many agent steps (the last frame is held
       in between).
     depth: also a depth image.
+    renderer: `roxie.envs.PixelSpec.renderer` ('host', 'warp' or 'auto').
 
   Raises:
-    ValueError: an unknown `obs` or a bad size.
+    ValueError: an unknown `obs` or renderer, or a bad size.
   """
   if obs not in OBS_CHOICES:
     raise ValueError(f'Unknown observation kind {obs!r}; choose one of '
                      f'{", ".join(OBS_CHOICES)}.')
   if obs == 'state':
     return None
+  from roxie.envs.pixels import RENDERERS  # pylint: disable=g-import-not-at-top
+  if renderer not in RENDERERS:
+    raise ValueError(f'Unknown renderer {renderer!r}; choose one of '
+                     f'{", ".join(RENDERERS)}.')
   height, width = (int(d) for d in resolution)
   for name, value in (('resolution', min(height, width)),
                       ('frame_stack', frame_stack),
@@ -787,7 +793,8 @@ def pixel_options(obs: str = 'pixels', *, resolution: Tuple[int, int] = (64, 64)
     camera = int(camera)
   return {'height': height, 'width': width, 'camera': camera, 'rgb': True,
           'depth': bool(depth), 'frame_stack': int(frame_stack),
-          'render_every': int(render_every), 'state': obs == 'pixels+state'}
+          'render_every': int(render_every), 'state': obs == 'pixels+state',
+          **({} if renderer == 'host' else {'renderer': renderer})}
 
 
 def env_kwargs(env_options: Optional[Mapping[str, Any]]) -> Dict[str, Any]:

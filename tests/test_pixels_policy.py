@@ -186,7 +186,8 @@ def test_pixel_policy_without_gl_fails_clearly(pixel_run, bundle, tmp_path,
     policy.make_env()
   for argv in (['eval', '--policy', bundle, '--episodes', '1'],
                ['play', '--policy', bundle, '-o', str(tmp_path / 'x.mp4')],
-               ['export', '--run', pixel_run, '--to', str(tmp_path / 'b')]):
+               ['export', '--run', pixel_run, '--to', str(tmp_path / 'b')],
+               ['eval', '--run', pixel_run, '--episodes', '1']):
     assert cli.main(argv) == 2, argv
     err = capsys.readouterr().err
     assert 'No headless OpenGL backend' in err and 'libegl1' in err, argv

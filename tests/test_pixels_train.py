@@ -93,6 +93,12 @@ def test_pixel_options_and_env_kwargs():
     run.pixel_options('pixels', frame_stack=0)
   with pytest.raises(ValueError, match='Unknown observation kind'):
     run.pixel_options('rgb')
+  # The default renderer is left out (config.json as before); others kept.
+  assert 'renderer' not in options
+  auto = run.pixel_options('pixels', renderer='auto')
+  assert run.env_kwargs({'pixels': auto})['pixels'].renderer == 'auto'
+  with pytest.raises(ValueError, match="Unknown renderer 'gpu'"):
+    run.pixel_options('pixels', renderer='gpu')
 
 
 def test_cli_refuses_pixels_for_state_only_agents(capsys):
@@ -115,6 +121,7 @@ def test_cli_refuses_pixels_for_state_only_agents(capsys):
     (['--camera', '7'], 'No camera 7'),
     (['--frame-stack', '0'], 'frame_stack must be >= 1, got 0'),
     (['--render-every', '0'], 'render_every must be >= 1, got 0'),
+    (['--renderer', 'warp'], '--renderer warp is MJX'),
 ])
 def test_cli_bad_pixel_options_are_usage_errors(flags, message, capsys,
                                                 tmp_path):
@@ -127,3 +134,16 @@ def test_cli_bad_pixel_options_are_usage_errors(flags, message, capsys,
   if flags[0] == '--camera':
     assert 'lookatcart' in err  # The valid choices are named.
   assert not out.exists()
+
+
+def test_cli_train_without_gl_is_a_usage_error(monkeypatch, capsys, tmp_path):
+  monkeypatch.setattr(gl, '_chosen', None)
+  monkeypatch.setattr(gl, '_failure', None)
+  monkeypatch.setattr(gl, '_probe', lambda backend: f'{backend}: not here')
+  code = cli.main(['train', '--obs', 'pixels', '--resolution', '16',
+                   '--steps', '100', '--out', str(tmp_path / 'run')])
+  assert code == cli.EXIT_USAGE
+  err = capsys.readouterr().err
+  assert 'No headless OpenGL backend' in err and 'libegl1' in err
+  assert 'Traceback' not in err
+  assert not (tmp_path / 'run').exists()
