@@ -31,6 +31,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from roxie.networks import conv
 from roxie.networks import torsos
 
 Array = chex.Array
@@ -192,8 +193,9 @@ class PixelEncoder(hk.Module):
       x = x.astype(jnp.float32)
     for i, (ch, k, s) in enumerate(zip(self._channels, self._kernels,
                                        self._strides)):
-      x = hk.Conv2D(ch, kernel_shape=k, stride=s, padding='VALID',
-                    name=f'conv_{i}')(x)
+      # hk.Conv2D's parameters and outputs; a backward pass XLA:CPU runs
+      # fast inside the training loop's scan (see roxie/networks/conv.py).
+      x = conv.Conv2D(ch, kernel_shape=k, stride=s, name=f'conv_{i}')(x)
       x = self._activation(x)
     if self._pooling == 'mean':
       x = jnp.mean(x, axis=(1, 2))
