@@ -22,6 +22,15 @@ through `mujoco.batch`; 'mjx': MuJoCo MJX in JAX), builds
   upd/s       gradient steps per second (off-policy: updates_per_iteration per
               iteration; PPO: epochs x minibatches per rollout).
 
+Observations (`--obs`):
+  state       the flat state vector (default);
+  pixels      rendered camera frames (`--resolution`, frame stack 3, the
+              native backend renders in its step callback, MJX on the host
+              from its state), with each recipe's PIXEL_DEFAULTS applied
+              (roxie train --obs pixels: 4 envs, action repeat 8, batch 128,
+              conv encoder); recipes without them (PPO) are skipped;
+  pixels+state  both.
+
 Settings:
   default     each recipe's default Config (the 2-core CPU defaults: 8-16
               envs, batch 256, ...);
@@ -35,6 +44,7 @@ Settings:
   python benchmarks/train_sps.py --quick
   python benchmarks/train_sps.py --task CheetahRun --backends cpu
   python benchmarks/train_sps.py --large --task CheetahRun --agents sac,ppo
+  python benchmarks/train_sps.py --obs pixels --agents sac,ddpg --quick
 """
 
 from __future__ import annotations
@@ -76,9 +86,16 @@ LARGE = {
 }
 
 
-def config_for(module, name: str, large: bool):
-  """The recipe's Config: default, or with the published settings applied."""
+def config_for(module, name: str, large: bool, obs: str = 'state'):
+  """The recipe's Config: default, or with the published settings applied.
+
+  From pixels the recipe's PIXEL_DEFAULTS apply first (as `roxie train --obs
+  pixels`); a recipe without them raises `roxie.run.RunError`.
+  """
   cfg = module.Config()
+  if obs != 'state':
+    from roxie import run as run_lib  # pylint: disable=g-import-not-at-top
+    cfg = dataclasses.replace(cfg, **run_lib.pixel_defaults(name))
   if not large:
     return cfg
   names = {f.name for f in dataclasses.fields(cfg)}
@@ -89,14 +106,19 @@ def config_for(module, name: str, large: bool):
 def measure(name: str, backend: str, args):
   from roxie import agents  # pylint: disable=g-import-not-at-top
   module = agents.get_agent(name)
-  cfg = config_for(module, name, args.large)
+  cfg = config_for(module, name, args.large, args.obs)
   if hasattr(cfg, 'warmup_steps'):
     # Time the learning phase: every timed iteration collects and learns.
     cfg = dataclasses.replace(cfg, warmup_steps=0)
   num_envs = cfg.num_envs
   repeat = int(getattr(cfg, 'action_repeat', 1))  # as roxie.run.train does
+  pixels = None
+  if args.obs != 'state':
+    from roxie import run as run_lib  # pylint: disable=g-import-not-at-top
+    pixels = run_lib.env_kwargs({'pixels': run_lib.pixel_options(
+        args.obs, resolution=(args.resolution,) * 2)})['pixels']
   env = envs.make(args.task, backend=backend, num_envs=num_envs,
-                  action_repeat=repeat)
+                  action_repeat=repeat, pixels=pixels)
   recipe = module.make(cfg, env.spec)
   # Control steps (what env steps/s counts), as roxie.run.train counts them.
   per_iter = loops.env_steps_per_iteration(recipe, num_envs) * repeat
@@ -125,6 +147,7 @@ def measure(name: str, backend: str, args):
   steps = args.calls * iterations * per_iter
   learned = updates == args.calls * iterations
   return dict(agent=name, backend=backend, envs=num_envs, repeat=repeat,
+              batch=getattr(cfg, 'batch_size', '-'),
               per_call=iterations * per_iter, init_s=t_init.wall,
               compile_s=t_compile.wall,
               first_cpu=t_init.cpu + t_compile.cpu, sps=steps / t_run.wall,
@@ -148,6 +171,11 @@ def main(argv=None):
   parser.add_argument('--large-iterations', type=int, default=3,
                       help='--large: loop iterations timed in all (each is '
                       '2,048 env steps off-policy, 32,768 for PPO)')
+  parser.add_argument('--obs', default='state',
+                      choices=('state', 'pixels', 'pixels+state'),
+                      help='observations (pixels: the PIXEL_DEFAULTS apply)')
+  parser.add_argument('--resolution', type=int, default=64,
+                      help='--obs pixels: square frame size (default 64)')
   parser.add_argument('--quick', action='store_true',
                       help='small budgets; MJX for sac and ppo only')
   args = parser.parse_args(argv)
@@ -164,7 +192,9 @@ def main(argv=None):
   cache = jax.config.jax_compilation_cache_dir
   print(H.machine_header(
       f'train_sps: compiled loop end to end, task {args.task}, '
-      f'{"published large" if args.large else "default CPU"} settings',
+      f'{"published large" if args.large else "default CPU"} settings, '
+      f'observations: {args.obs}'
+      f'{f" {args.resolution}x{args.resolution}" if args.obs != "state" else ""}',
       [f'persistent compilation cache: {cache or "off"} (compile times are '
        'cold only when off)',
        f'timed: {args.calls} calls after 1 warm-up call; uniform-action '
@@ -192,6 +222,7 @@ def main(argv=None):
       if not r['learned']:
         print(f'    note: not every timed iteration learned', flush=True)
       rows.append([name, backend, str(r['envs']), str(r['repeat']),
+                   str(r['batch']),
                    f'{r["per_call"]:,}',
                    f'{r["sps"]:,.0f}', f'{r["cpu_us"]:,.1f}',
                    f'{r["ups"]:,.1f}', f'{r["init_s"]:.1f}',
@@ -200,7 +231,8 @@ def main(argv=None):
   print()
   print('cpu us/step and first cpu s: process CPU time (all threads), which '
         "other processes' load does not inflate")
-  print(H.fmt_table(['agent', 'backend', 'envs', 'repeat', 'steps/call',
+  print(H.fmt_table(['agent', 'backend', 'envs', 'repeat', 'batch',
+                     'steps/call',
                      'env steps/s',
                      'cpu us/step', 'grad steps/s', 'init s', 'compile s',
                      'first s', 'first cpu s', 'target'], rows))
@@ -208,8 +240,8 @@ def main(argv=None):
   ratios = []
   for name in names:
     if (name, 'cpu') in by and (name, 'mjx') in by:
-      c = float(by[(name, 'cpu')][5].replace(',', ''))
-      m = float(by[(name, 'mjx')][5].replace(',', ''))
+      c = float(by[(name, 'cpu')][6].replace(',', ''))
+      m = float(by[(name, 'mjx')][6].replace(',', ''))
       ratios.append(f'{name} {c / m:.2f}x' if m > 0 else f'{name} -')
   if ratios:
     print('native / mjx env steps/s: ' + ', '.join(ratios))
