@@ -63,11 +63,13 @@ def _conv2d_valid_bwd(stride, residuals, dy):
   rh, rw = (height - kh) % stride, (width - kw) % stride
   # Kernel gradient: a convolution over the batch, written with batch and
   # channels swapped by explicit transposes (x as [Ci, H, W, N], dy as an
-  # [Ho, Wo, N, Co] kernel dilated by the stride), then cropped to the
-  # kernel's size and put back in HWIO order.
-  dw = _conv_dilated_rhs(jnp.transpose(x, (3, 1, 2, 0)),
-                         jnp.transpose(dy, (1, 2, 0, 3)), stride)
-  dw = jnp.transpose(dw[:, :kh, :kw, :], (1, 2, 0, 3))
+  # [Ho, Wo, N, Co] kernel dilated by the stride; the rows and columns no
+  # window reaches cropped by negative padding), put back in HWIO order.
+  dw = jax.lax.conv_general_dilated(
+      jnp.transpose(x, (3, 1, 2, 0)), jnp.transpose(dy, (1, 2, 0, 3)),
+      (1, 1), ((0, -rh), (0, -rw)), rhs_dilation=(stride, stride),
+      dimension_numbers=_DN)
+  dw = jnp.transpose(dw, (1, 2, 0, 3))
   # Input gradient: dy dilated by the stride, fully padded, convolved with
   # the kernel rotated by 180 degrees and its channels swapped.
   w_rot = jnp.transpose(jnp.flip(w, (0, 1)), (0, 1, 3, 2))
@@ -75,12 +77,6 @@ def _conv2d_valid_bwd(stride, residuals, dy):
       dy, w_rot, (1, 1), ((kh - 1, kh - 1 + rh), (kw - 1, kw - 1 + rw)),
       lhs_dilation=(stride, stride), dimension_numbers=_DN)
   return dx, dw
-
-
-def _conv_dilated_rhs(lhs, rhs, stride):
-  return jax.lax.conv_general_dilated(lhs, rhs, (1, 1), 'VALID',
-                                      rhs_dilation=(stride, stride),
-                                      dimension_numbers=_DN)
 
 
 conv2d_valid.defvjp(_conv2d_valid_fwd, _conv2d_valid_bwd)
