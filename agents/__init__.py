@@ -1,10 +1,10 @@
 """The seven recipes, installed as `roxie.agents`.
 
 Each module defines a `Config` dataclass (defaults sensible on a 2-core CPU)
-and `make(config) -> roxie.types.Recipe`:
+and `make(config, env_spec) -> roxie.types.Recipe`:
 
   from roxie.agents import sac
-  recipe = sac.make(sac.Config(batch_size=512))
+  recipe = sac.make(sac.Config(batch_size=512), env.spec)
 """
 
 import importlib

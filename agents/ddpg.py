@@ -40,7 +40,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from roxie import buffers, losses, networks
+from roxie import buffers, losses, networks, optim
 from roxie.types import EnvSpec, Recipe, ReplaySpec, Transition, check_spec
 
 
@@ -104,12 +104,6 @@ class State(NamedTuple):
   steps: jnp.ndarray  # [] int32 updates made; drives the noise schedule.
 
 
-def _optimizer(lr: float, max_grad_norm: Optional[float]):
-  adam = optax.adam(lr)
-  return adam if max_grad_norm is None else optax.chain(
-      optax.clip_by_global_norm(max_grad_norm), adam)
-
-
 # The deterministic actor and the export hooks (roxie.export) are shared
 # with the other DDPG-style recipes: the state holds `actor` and `critic`.
 policy_params = networks.deterministic_policy_params
@@ -119,8 +113,8 @@ make_policy = networks.make_deterministic_policy
 def make(config: Config, spec: EnvSpec) -> Recipe:
   """Builds the DDPG recipe for environments of `spec`."""
   c = config
-  actor_opt = _optimizer(c.actor_lr, c.max_grad_norm)
-  critic_opt = _optimizer(c.critic_lr, c.max_grad_norm)
+  actor_opt = optim.adam(c.actor_lr, c.max_grad_norm)
+  critic_opt = optim.adam(c.critic_lr, c.max_grad_norm)
   noise_std = buffers.linear_schedule(c.noise_start, c.noise_end,
                                       c.noise_decay_updates)
   noise = buffers.gaussian_noise(stddev=noise_std)

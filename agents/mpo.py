@@ -86,7 +86,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from roxie import losses, networks
+from roxie import losses, networks, optim
 from roxie.types import EnvSpec, Recipe, ReplaySpec, Transition, check_spec
 
 # Duals live in log space; this floor (log 1e-8) keeps them from vanishing.
@@ -180,12 +180,6 @@ class State(NamedTuple):
   steps: jnp.ndarray  # [] int32 updates made.
 
 
-def _optimizer(lr: float, max_grad_norm: Optional[float]):
-  adam = optax.adam(lr)
-  return adam if max_grad_norm is None else optax.chain(
-      optax.clip_by_global_norm(max_grad_norm), adam)
-
-
 def _policy_network(c: Config, spec: EnvSpec) -> hk.Transformed:
   # From pixels the policy reads encoder features (of the encoder's width).
   obs_size = spec.obs_size if spec.obs_shapes is None else None
@@ -227,8 +221,8 @@ def make(config: Config, spec: EnvSpec) -> Recipe:
   c = config
   if c.num_samples < 1:
     raise ValueError(f'num_samples must be >= 1, got {c.num_samples}.')
-  policy_opt = _optimizer(c.policy_lr, c.max_grad_norm)
-  critic_opt = _optimizer(c.critic_lr, c.max_grad_norm)
+  policy_opt = optim.adam(c.policy_lr, c.max_grad_norm)
+  critic_opt = optim.adam(c.critic_lr, c.max_grad_norm)
   dual_opt = optax.adam(c.dual_lr)
 
   policy = _policy_network(c, spec)

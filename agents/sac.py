@@ -28,7 +28,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from roxie import losses, networks
+from roxie import losses, networks, optim
 from roxie.types import EnvSpec, Recipe, ReplaySpec, Transition, check_spec
 
 
@@ -95,12 +95,6 @@ class State(NamedTuple):
   steps: jnp.ndarray  # [] int32 updates made.
 
 
-def _optimizer(lr: float, max_grad_norm: Optional[float]):
-  adam = optax.adam(lr)
-  return adam if max_grad_norm is None else optax.chain(
-      optax.clip_by_global_norm(max_grad_norm), adam)
-
-
 def _encoder(c: Config, spec: EnvSpec) -> Optional[networks.SharedEncoder]:
   """The pixel encoder for dict observations; None for flat ones."""
   return networks.encoder_from_config(c, spec)
@@ -141,8 +135,8 @@ def make_policy(config: Config, spec: EnvSpec):
 def make(config: Config, spec: EnvSpec) -> Recipe:
   """Builds the SAC recipe for environments of `spec`."""
   c = config
-  actor_opt = _optimizer(c.actor_lr, c.max_grad_norm)
-  critic_opt = _optimizer(c.critic_lr, c.max_grad_norm)
+  actor_opt = optim.adam(c.actor_lr, c.max_grad_norm)
+  critic_opt = optim.adam(c.critic_lr, c.max_grad_norm)
   alpha_opt = optax.adam(c.alpha_lr)
 
   actor = _actor_network(c, spec)
