@@ -16,6 +16,8 @@ with the transposes written out), but states its backward pass in the
 canonical layouts itself, so no rewrite is needed wherever it is traced.
 `Conv2D` is a drop-in for `hk.Conv2D(..., padding='VALID')` with identical
 parameters (names, shapes, initialisation), so checkpoints are unaffected.
+Being a `jax.custom_vjp`, it supports reverse-mode differentiation (any
+order) but not forward mode (`jax.jvp`, `jax.jacfwd`).
 """
 
 import functools
