@@ -138,27 +138,18 @@ class Config(networks.PixelConfig):
 
 
 # What `roxie train --obs pixels` changes in the defaults above (`--set`
-# still wins). The collection and replay settings are SAC's and DDPG's
-# (DrQ's for the DeepMind Control tasks, scaled to a 2-core CPU): 4 envs,
-# action repeat 8, a 100k replay of frames, batch 128, one update per agent
-# step. The critic, which trains the encoder, takes DrQ's larger learning
-# rate; the policy keeps 3e-4, since its step is bounded by the M-step's KL
-# constraints rather than by the learning rate. `tau` 0.01 as the other
-# recipes from pixels (the target policy is also the M-step's trust-region
-# anchor, so this is also how fast the policy may move). `num_samples` stays
-# 20: from pixels the conv torso dominates the update, and its cost does not
-# grow with N (each observation is encoded once and its features tiled).
-PIXEL_DEFAULTS = {
-    'num_envs': 4,
-    'replay_capacity': 100_000,
-    'batch_size': 128,
-    'updates_per_iteration': 4,
-    'warmup_steps': 1_000,
-    'critic_lr': 1e-3,
-    'tau': 0.01,
-    'action_repeat': 8,
-    'total_steps': 100_000,
-}
+# still wins): the off-policy recipes' shared settings from pixels
+# (`networks.PIXEL_RUN_DEFAULTS`: DrQ's for the DeepMind Control tasks,
+# scaled to a 2-core CPU: 4 envs, action repeat 8, a 100k replay of frames,
+# batch 128, one update per agent step). The critic, which trains the
+# encoder, takes DrQ's larger learning rate; the policy keeps 3e-4, since
+# its step is bounded by the M-step's KL constraints rather than by the
+# learning rate. `tau` 0.01 as the other recipes from pixels (the target
+# policy is also the M-step's trust-region anchor, so this is also how fast
+# the policy may move). `num_samples` stays 20: from pixels the conv torso
+# dominates the update, and its cost does not grow with N (each observation
+# is encoded once and its features tiled).
+PIXEL_DEFAULTS = dict(networks.PIXEL_RUN_DEFAULTS)
 
 
 class Duals(NamedTuple):

@@ -67,21 +67,12 @@ class Config(networks.PixelConfig):
 
 
 # What `roxie train --obs pixels` changes in the defaults above (`--set`
-# still wins): DrQ's settings for the DeepMind Control tasks, scaled to a
-# 2-core CPU (smaller batch and replay, one update per agent step).
-PIXEL_DEFAULTS = {
-    'num_envs': 4,
-    'replay_capacity': 100_000,
-    'batch_size': 128,
-    'updates_per_iteration': 4,
-    'warmup_steps': 1_000,  # Agent steps (8000 control steps at repeat 8).
-    'actor_lr': 1e-3,
-    'critic_lr': 1e-3,
-    'alpha_lr': 1e-3,
-    'tau': 0.01,
-    'action_repeat': 8,
-    'total_steps': 100_000,
-}
+# still wins): the off-policy recipes' shared settings from pixels (DrQ's
+# for the DeepMind Control tasks, scaled to a 2-core CPU; see
+# `networks.PIXEL_RUN_DEFAULTS`), with DrQ's actor and temperature learning
+# rates.
+PIXEL_DEFAULTS = dict(networks.PIXEL_RUN_DEFAULTS, actor_lr=1e-3,
+                      alpha_lr=1e-3)
 
 
 class State(NamedTuple):

@@ -94,20 +94,11 @@ class Config(networks.PixelConfig):
 
 
 # What `roxie train --obs pixels` changes in the defaults above (`--set`
-# still wins); as SAC's (see agents/sac.py).
-PIXEL_DEFAULTS = {
-    'num_envs': 4,
-    'replay_capacity': 100_000,
-    'batch_size': 128,
-    'updates_per_iteration': 4,
-    'warmup_steps': 1_000,
-    'actor_lr': 1e-3,
-    'critic_lr': 1e-3,
-    'tau': 0.01,
-    'action_repeat': 8,
-    'total_steps': 100_000,
-    'noise_decay_updates': 10_000,
-}
+# still wins): the off-policy recipes' shared settings from pixels
+# (`networks.PIXEL_RUN_DEFAULTS`), DrQ's actor learning rate, and the
+# exploration noise decayed over 10k updates.
+PIXEL_DEFAULTS = dict(networks.PIXEL_RUN_DEFAULTS, actor_lr=1e-3,
+                      noise_decay_updates=10_000)
 
 
 class State(NamedTuple):

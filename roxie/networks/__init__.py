@@ -31,6 +31,7 @@ from roxie.networks.pixels import is_image
 from roxie.networks.pixels import make_shared_encoder
 from roxie.networks.pixels import ObservationEncoder
 from roxie.networks.pixels import PixelConfig
+from roxie.networks.pixels import PIXEL_RUN_DEFAULTS
 from roxie.networks.pixels import PixelEncoder
 from roxie.networks.pixels import policy_input
 from roxie.networks.pixels import policy_params_with_encoder
@@ -67,6 +68,7 @@ __all__ = (
     'MLP',
     'ObservationEncoder',
     'PixelConfig',
+    'PIXEL_RUN_DEFAULTS',
     'PixelEncoder',
     'policy_input',
     'policy_params_with_encoder',
