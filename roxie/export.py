@@ -145,7 +145,6 @@ class Policy:
             f'{obs}, action_size={self.spec.action_size})')
 
 
-
 _HOOKS = ('policy_params', 'make_policy')
 
 
@@ -391,7 +390,7 @@ def _trained_state(run_dir: str):
 
   meta, module, cfg = run_lib.load_run(run_dir)
   # With a resolution schedule: the size the saved state trained at last.
-  meta = dict(meta, env_options=_trained_env_options(run_dir, meta))
+  meta = dict(meta, env_options=run_lib.trained_env_options(run_dir, meta))
   env = envs.make(meta['task'], backend='cpu', num_envs=1, nthread=1,
                   **run_lib.env_kwargs(meta.get('env_options')))
   spec = env.spec
@@ -407,12 +406,6 @@ def _trained_state(run_dir: str):
     state = run_lib.load_agent_state(
         os.path.join(run_dir, run_lib.STATE_FILE), template)
   return meta, module, cfg, spec, recipe, state
-
-
-def _trained_env_options(run_dir: str, meta: Mapping[str, Any]):
-  """The env_options of the resolution the run's saved state trained at."""
-  from roxie import run as run_lib  # pylint: disable=g-import-not-at-top
-  return run_lib.trained_env_options(run_dir, meta)
 
 
 def policy_from_run(run_dir: str, *, check: bool = True) -> Policy:
