@@ -6,6 +6,7 @@ os.environ.setdefault('MUJOCO_GL', 'egl')
 os.environ.setdefault('XLA_PYTHON_CLIENT_PREALLOCATE', 'false')
 
 import jax  # pylint: disable=g-import-not-at-top
+import pytest  # pylint: disable=g-import-not-at-top
 
 # A silent broadcast is a bug in a loss; make it fail loudly.
 jax.config.update('jax_numpy_rank_promotion', 'raise')
@@ -15,3 +16,13 @@ jax.config.update('jax_compilation_cache_dir',
                                  os.path.join(os.path.dirname(__file__), '..',
                                               '.jax_cache')))
 jax.config.update('jax_persistent_cache_min_compile_time_secs', 0.5)
+
+
+@pytest.fixture(scope='session')
+def gl_backend():
+  """The headless OpenGL backend that renders here; skips where none works."""
+  from roxie import gl  # pylint: disable=g-import-not-at-top
+  try:
+    return gl.gl_backend()
+  except gl.RenderingUnavailable as e:
+    pytest.skip(f'no headless OpenGL here: {e}')

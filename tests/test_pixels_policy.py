@@ -42,13 +42,6 @@ needs_video = pytest.mark.skipif(
     reason="imageio-ffmpeg is not installed (pip install 'roxie[video]')")
 
 
-def _needs_gl():
-  try:
-    gl.gl_backend()
-  except gl.RenderingUnavailable as e:
-    pytest.skip(f'no headless OpenGL here: {e}')
-
-
 def _untrained_policy():
   """A SAC pixel policy as `policy_from_run` builds one (env_options JSON)."""
   module = agents.get_agent('sac')
@@ -64,8 +57,7 @@ def _untrained_policy():
 
 
 @pytest.fixture(scope='module')
-def pixel_run(tmp_path_factory):
-  _needs_gl()
+def pixel_run(tmp_path_factory, gl_backend):
   out = str(tmp_path_factory.mktemp('runs') / 'sac-pixels')
   run_lib.train('sac', TASK, steps=48, eval_every=48, eval_episodes=1,
                 out=out, overrides=TINY, verbose=False,
@@ -98,8 +90,8 @@ def _by_hand(policy, seed):
 
 
 @needs_video
-def test_play_of_a_pixel_policy_is_the_training_env_episode(tmp_path):
-  _needs_gl()
+def test_play_of_a_pixel_policy_is_the_training_env_episode(tmp_path,
+                                                            gl_backend):
   policy = _untrained_policy()
   seen = []
 

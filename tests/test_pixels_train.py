@@ -25,15 +25,7 @@ TINY = {'encoder_channels': (8, 8), 'encoder_strides': (2, 2),
         'num_envs': 2, 'updates_per_iteration': 1, 'action_repeat': 1}
 
 
-def _needs_gl():
-  try:
-    gl.gl_backend()
-  except gl.RenderingUnavailable as e:
-    pytest.skip(f'no headless OpenGL here: {e}')
-
-
-def test_sac_from_pixels_runs_through_the_compiled_loop():
-  _needs_gl()
+def test_sac_from_pixels_runs_through_the_compiled_loop(gl_backend):
   env = envs.make('CartpoleSwingup', num_envs=2, episode_length=40,
                   pixels=envs.PixelSpec(height=16, width=16, frame_stack=3,
                                         state=False))
@@ -56,8 +48,7 @@ def test_sac_from_pixels_runs_through_the_compiled_loop():
   assert np.all(np.isfinite(result.returns))
 
 
-def test_pixel_run_folder_checkpoint_resume_and_export(tmp_path):
-  _needs_gl()
+def test_pixel_run_folder_checkpoint_resume_and_export(tmp_path, gl_backend):
   out = str(tmp_path / 'run')
   options = {'episode_length': 40,
              'pixels': run.pixel_options('pixels+state', resolution=(16, 16))}

@@ -10,13 +10,6 @@ from roxie import play
 from roxie import run as run_lib
 
 
-def _gl_or_skip():
-  try:
-    return play.gl_backend()
-  except play.RenderingUnavailable as e:
-    pytest.skip(f'no headless OpenGL here: {e}')
-
-
 try:
   import imageio_ffmpeg  # pylint: disable=unused-import
   HAVE_FFMPEG = True
@@ -39,8 +32,8 @@ def tiny_run(tmp_path_factory):
 
 
 @needs_video
-def test_play_writes_a_video_of_the_episode(tiny_run, tmp_path, capsys):
-  _gl_or_skip()
+def test_play_writes_a_video_of_the_episode(tiny_run, tmp_path, capsys,
+                                            gl_backend):
   out = tmp_path / 'videos' / 'rollout.mp4'
   code = cli.main(['play', '--run', tiny_run, '-o', str(out), '--steps', '20',
                    '--width', '64', '--height', '48', '--camera', 'fixed'])
@@ -57,11 +50,11 @@ def test_play_writes_a_video_of_the_episode(tiny_run, tmp_path, capsys):
 
 
 @needs_video
-def test_play_return_is_that_of_evals_first_episode(tiny_run, tmp_path):
+def test_play_return_is_that_of_evals_first_episode(tiny_run, tmp_path,
+                                                    gl_backend):
   # A state policy under action repeat 2: play resets as `roxie eval --seed`
   # does (its first episode), holds each action 2 control steps, and adds
   # the rewards up as eval does.
-  _gl_or_skip()
   policy = export.policy_from_run(tiny_run, check=False)
   result = play.play(policy, str(tmp_path / 'r.mp4'), width=16, height=16,
                      seed=2)
@@ -73,8 +66,8 @@ def test_play_return_is_that_of_evals_first_episode(tiny_run, tmp_path):
 
 @pytest.mark.slow  # An MJX compile, like the project's other MJX checks.
 @needs_video
-def test_play_an_exported_bundle_on_the_other_backend(tiny_run, tmp_path):
-  _gl_or_skip()
+def test_play_an_exported_bundle_on_the_other_backend(tiny_run, tmp_path,
+                                                      gl_backend):
   policy = export.policy_from_run(tiny_run)
   out = tmp_path / 'mjx.mp4'
   result = play.play(policy, str(out), backend='mjx', steps=5, width=32,
@@ -90,7 +83,7 @@ def test_play_an_exported_bundle_on_the_other_backend(tiny_run, tmp_path):
   assert abs(result.episode_return - cpu.episode_return) < 1e-2
 
 
-def test_bad_options_fail_clearly(tiny_run, tmp_path, capsys):
+def test_bad_options_fail_clearly(tiny_run, tmp_path, capsys, request):
   out = tmp_path / 'x.mp4'
   code = cli.main(['play', '--run', tiny_run, '-o', str(out), '--width',
                    '33'])
@@ -99,7 +92,7 @@ def test_bad_options_fail_clearly(tiny_run, tmp_path, capsys):
   err = capsys.readouterr().err
   assert code == 2 and ('not a roxie run' in err or 'OpenGL' in err)
   if HAVE_FFMPEG:
-    _gl_or_skip()
+    request.getfixturevalue('gl_backend')
     code = cli.main(['play', '--run', tiny_run, '-o', str(out), '--camera',
                      'nope', '--steps', '2'])
     err = capsys.readouterr().err

@@ -18,7 +18,6 @@ import pytest
 from roxie import checkpoint as ckpt_lib
 from roxie import cli
 from roxie import export
-from roxie import gl
 from roxie import run
 
 TINY = {'encoder_channels': (8, 8), 'encoder_strides': (2, 2),
@@ -26,13 +25,6 @@ TINY = {'encoder_channels': (8, 8), 'encoder_strides': (2, 2),
         'batch_size': 16, 'replay_capacity': 2_000, 'warmup_steps': 64,
         'num_envs': 2, 'updates_per_iteration': 1, 'action_repeat': 1,
         'encoder_pooling': 'mean'}
-
-
-def _needs_gl():
-  try:
-    gl.gl_backend()
-  except gl.RenderingUnavailable as e:
-    pytest.skip(f'no headless OpenGL here: {e}')
 
 
 def test_parse_resolution_schedule():
@@ -125,8 +117,7 @@ def _runner_stage(out):
 
 
 @pytest.mark.slow  # ~95 s on the shared 2-core machine (4 compiles).
-def test_run_crosses_a_boundary_resumes_and_exports(tmp_path):
-  _needs_gl()
+def test_run_crosses_a_boundary_resumes_and_exports(tmp_path, gl_backend):
   out = str(tmp_path / 'run')
   options = {'episode_length': 40,
              'pixels': run.pixel_options('pixels', resolution=(64, 64))}
@@ -184,8 +175,7 @@ def test_run_crosses_a_boundary_resumes_and_exports(tmp_path):
                                     jax.random.PRNGKey(0))).shape == (2, 1)
 
 
-def test_cli_run_crosses_a_boundary(tmp_path, capsys):
-  _needs_gl()
+def test_cli_run_crosses_a_boundary(tmp_path, capsys, gl_backend):
   out = tmp_path / 'run'
   sets = [f'{k}={",".join(map(str, v)) if isinstance(v, tuple) else v}'
           for k, v in TINY.items()]

@@ -16,7 +16,6 @@ import pytest
 
 from roxie import cli
 from roxie import export
-from roxie import gl
 from roxie import networks
 from roxie.agents import mpo
 from test_sac_pixels import SPEC, _batch  # pylint: disable=g-bad-import-order
@@ -152,11 +151,7 @@ def test_augmentation_is_a_config_switch():
   assert not np.allclose(outs[0], outs[1])
 
 
-def test_cli_trains_mpo_from_pixels(tmp_path, capsys):
-  try:
-    gl.gl_backend()
-  except gl.RenderingUnavailable as e:
-    pytest.skip(f'no headless OpenGL here: {e}')
+def test_cli_trains_mpo_from_pixels(tmp_path, capsys, gl_backend):
   out_dir = tmp_path / 'run'
   tiny = ['encoder_channels=8,8', 'encoder_strides=2,2',
           'encoder_feature_size=16', 'hidden_sizes=16,16', 'batch_size=16',

@@ -27,12 +27,7 @@ H = W = 16
 TASK = 'PendulumSwingup'
 
 
-@pytest.fixture(scope='module', autouse=True)
-def _needs_gl():
-  try:
-    gl.gl_backend()
-  except gl.RenderingUnavailable as e:
-    pytest.skip(f'no headless OpenGL here: {e}')
+pytestmark = pytest.mark.usefixtures('gl_backend')  # Skips without GL.
 
 
 @functools.lru_cache(maxsize=None)

@@ -16,7 +16,6 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from roxie import gl
 import roxie.envs as envs
 from roxie.envs import pixels as pixels_lib
 from roxie.envs import warp_render
@@ -25,13 +24,6 @@ from test_backends import _rollout_fn  # pylint: disable=g-bad-import-order
 B = 3
 H = W = 16
 TASK = 'PendulumSwingup'
-
-
-def _gl_or_skip():
-  try:
-    gl.gl_backend()
-  except gl.RenderingUnavailable as e:
-    pytest.skip(f'no headless OpenGL here: {e}')
 
 
 def _warp_or_skip():
@@ -72,8 +64,7 @@ def test_warp_requirement_is_the_one_mjx_names():
   assert warp_render.warp_requirement().startswith('warp-lang')
 
 
-def test_auto_falls_back_to_host(monkeypatch):
-  _gl_or_skip()
+def test_auto_falls_back_to_host(monkeypatch, gl_backend):
   spec = dict(height=H, width=W, renderer='auto')
   cpu = envs.make(TASK, backend='cpu', num_envs=1,
                   pixels=envs.PixelSpec(**spec))
@@ -104,7 +95,7 @@ def test_warp_refusals_say_why():
   assert pixels_lib.renderer_of(auto) == 'warp'
 
 
-def test_warp_frames_match_host_frames():
+def test_warp_frames_match_host_frames(gl_backend):
   """Same key and actions on MJX: Warp's frames against the host's.
 
   The same scene from two renderers (a ray tracer against OpenGL): depth is
@@ -114,7 +105,6 @@ def test_warp_frames_match_host_frames():
   Layout, dtypes, states and cadence are identical.
   """
   _warp_or_skip()
-  _gl_or_skip()
   warp = _env('warp', depth=True, render_every=2)
   host = _env('host', depth=True, render_every=2)
   assert pixels_lib.renderer_of(warp) == 'warp'
