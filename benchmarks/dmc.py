@@ -1,0 +1,373 @@
+"""The DeepMind Control benchmark: agents x tasks x seeds at env-step budgets.
+
+Each (agent, task, seed) trains once, on the native CPU backend, in a child
+`roxie train` process, up to the largest budget; the evaluation that lands at
+(or first after) each budget gives that budget's row. Evaluation is the run's
+own: the mean return of `--eval-episodes` (default 10) deterministic
+1000-step episodes.
+
+Results are appended to `benchmarks/results/dmc.csv`, one row per
+(agent, task, seed, budget, variant), one whole line per write, so a kill
+never leaves half a row; `benchmarks/results/dmc_curves.csv` gets every
+evaluation of a finished run (the learning curves the report draws).
+Resumable: a cell already in the CSV is skipped; a run killed part-way
+resumes from its last checkpoint in `--runs` (`roxie train --resume`).
+CPU seconds (user + system of the training process, summed over resumes)
+sit beside wall-clock: on a shared machine they are the figure to compare.
+
+The action repeat comes from one table shared by every recipe
+(`roxie.envs.tasks.ACTION_REPEAT`, the values of PlaNet / CURL / DrQ) unless
+`--set action_repeat=N` says otherwise.
+
+  python benchmarks/dmc.py --agents sac --seeds 0,1,2          # the six tasks
+  python benchmarks/dmc.py --agents sac,td3 --tasks CheetahRun --budgets 100000
+  python benchmarks/dmc.py --report                            # DMC.md only
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+RESULTS = os.path.join(HERE, 'results')
+
+# The standard six state-based tasks of the DMC sample-efficiency tables.
+STANDARD_TASKS = ('CartpoleSwingup', 'ReacherEasy', 'FingerSpin', 'CheetahRun',
+                  'WalkerWalk', 'BallInCup')
+BUDGETS = (100_000, 500_000)
+
+COLUMNS = ('agent', 'task', 'seed', 'budget', 'variant', 'overrides',
+           'env_steps', 'eval_return', 'eval_return_std', 'eval_episodes',
+           'cpu_s', 'wall_s', 'version', 'commit', 'machine')
+CURVE_COLUMNS = ('agent', 'task', 'seed', 'variant', 'env_steps',
+                 'eval_return', 'cpu_s', 'wall_s', 'version', 'commit')
+
+# Sidecar in each run folder: CPU/wall seconds spent in earlier processes and
+# the evaluations seen so far (with the CPU time at which each landed).
+STATE_FILE = 'dmc_bench.json'
+
+
+class UsageError(Exception):
+  """Bad input: reported as one line, exit status 2, nothing written."""
+
+
+def _cpu_seconds(pid: int) -> Optional[float]:
+  """User + system CPU time of a live process (Linux /proc), in seconds."""
+  try:
+    with open(f'/proc/{pid}/stat') as f:
+      fields = f.read().rsplit(')', 1)[1].split()
+  except OSError:
+    return None
+  return (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')
+
+
+def machine() -> str:
+  model = platform.processor() or platform.machine()
+  try:
+    with open('/proc/cpuinfo') as f:
+      for line in f:
+        if line.startswith('model name'):
+          model = line.split(':', 1)[1].strip()
+          break
+  except OSError:
+    pass
+  return f'{model} x{os.cpu_count()}'
+
+
+def code_identity() -> Tuple[str, str]:
+  """(roxie version, git commit of the imported roxie; '+dirty' if edited)."""
+  import roxie  # pylint: disable=g-import-not-at-top
+  root = os.path.dirname(os.path.dirname(os.path.abspath(roxie.__file__)))
+  try:
+    commit = subprocess.run(['git', 'rev-parse', '--short=12', 'HEAD'],
+                            cwd=root, capture_output=True, text=True,
+                            check=True).stdout.strip()
+    dirty = subprocess.run(['git', 'status', '--porcelain', '--untracked-files=no'],
+                           cwd=root, capture_output=True, text=True).stdout.strip()
+    if dirty:
+      commit += '+dirty'
+  except (OSError, subprocess.CalledProcessError):
+    commit = 'unknown'
+  return roxie.__version__, commit
+
+
+def read_rows(path: str, columns: Sequence[str]) -> List[Dict[str, str]]:
+  """The rows of a results CSV; refuses a file written with other columns."""
+  if not os.path.exists(path) or os.path.getsize(path) == 0:
+    return []
+  with open(path, newline='') as f:
+    reader = csv.DictReader(f)
+    if tuple(reader.fieldnames or ()) != tuple(columns):
+      raise UsageError(
+          f'{path} has columns {reader.fieldnames}, not this version\'s '
+          f'{list(columns)}; move it aside or pass --results another file.')
+    return [r for r in reader if None not in r and '' not in (r['agent'],)]
+
+
+def append_row(path: str, columns: Sequence[str], row: Dict[str, object]) -> None:
+  """Appends one row (header first on a new file) in one write + fsync."""
+  buf = io.StringIO()
+  writer = csv.writer(buf)
+  if not os.path.exists(path) or os.path.getsize(path) == 0:
+    writer.writerow(columns)
+  else:
+    with open(path, 'rb') as f:  # A torn last line (no newline) gets one.
+      f.seek(-1, os.SEEK_END)
+      if f.read(1) != b'\n':
+        buf.write('\n')
+  writer.writerow([row[c] for c in columns])
+  with open(path, 'a', newline='') as f:
+    f.write(buf.getvalue())
+    f.flush()
+    os.fsync(f.fileno())
+
+
+def action_repeat_for(task: str, overrides: Dict[str, str]) -> int:
+  if 'action_repeat' in overrides:
+    return int(overrides['action_repeat'])
+  from roxie.envs import tasks  # pylint: disable=g-import-not-at-top
+  return tasks.action_repeat(task)
+
+
+def _load_state(run_dir: str) -> dict:
+  path = os.path.join(run_dir, STATE_FILE)
+  if os.path.exists(path):
+    with open(path) as f:
+      return json.load(f)
+  return {'cpu_s': 0.0, 'wall_s': 0.0, 'evals': []}
+
+
+def _save_state(run_dir: str, state: dict) -> None:
+  path = os.path.join(run_dir, STATE_FILE)
+  with open(path + '.tmp', 'w') as f:
+    json.dump(state, f)
+  os.replace(path + '.tmp', path)
+
+
+def _metrics(run_dir: str) -> List[Dict[str, str]]:
+  path = os.path.join(run_dir, 'metrics.csv')
+  if not os.path.exists(path):
+    return []
+  with open(path, newline='') as f:
+    text = f.read()
+  if not text.endswith('\n'):  # The row being written: not yet whole.
+    text = text[:text.rfind('\n') + 1]
+  return [r for r in csv.DictReader(io.StringIO(text))
+          if r.get('eval_return') not in (None, '')]
+
+
+def train_cell(args, agent: str, task: str, seed: int, budgets: Sequence[int],
+               done: Iterable[int], identity: Tuple[str, str]) -> None:
+  """Trains (or resumes) one run and appends each budget's row as it lands."""
+  variant, overrides = args.variant, dict(args.overrides)
+  name = f'{agent}-{task}-seed{seed}' + ('' if variant == 'default'
+                                         else f'-{variant}')
+  run_dir = os.path.join(args.runs, name)
+  steps = max(budgets)
+  pending = sorted(set(budgets) - set(done))
+  state = _load_state(run_dir) if os.path.isdir(run_dir) else None
+  if os.path.exists(os.path.join(run_dir, 'config.json')):
+    cmd = ['train', '--resume', run_dir, '--steps', str(steps)]
+  else:
+    sets = dict(overrides)
+    sets['action_repeat'] = str(action_repeat_for(task, overrides))
+    cmd = ['train', '--agent', agent, '--task', task, '--seed', str(seed),
+           '--steps', str(steps), '--out', run_dir, '--eval-every',
+           str(args.eval_every), '--eval-episodes', str(args.eval_episodes)]
+    for k, v in sorted(sets.items()):
+      cmd += ['--set', f'{k}={v}']
+    state = None
+  state = state or {'cpu_s': 0.0, 'wall_s': 0.0, 'evals': []}
+  version, commit = identity
+  label = f'{agent} {task} seed {seed}'
+  print(f'[dmc] {label}: {" ".join(cmd[:3])} ... (budgets {pending})',
+        flush=True)
+  start = time.time()
+  proc = subprocess.Popen([sys.executable, '-m', 'roxie.cli', *cmd, '--quiet'],
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True)
+  base_cpu, base_wall = state['cpu_s'], state['wall_s']
+  cpu = 0.0
+  log: List[str] = []
+
+  def poll() -> None:
+    nonlocal cpu
+    now = _cpu_seconds(proc.pid)
+    if now is not None:
+      cpu = now
+    seen = {int(e['env_steps']) for e in state['evals']}
+    for r in _metrics(run_dir):
+      n = int(float(r['env_steps']))
+      if n in seen:
+        continue
+      state['evals'].append(dict(
+          env_steps=n, eval_return=float(r['eval_return']),
+          eval_return_std=float(r.get('eval_return_std') or 'nan'),
+          cpu_s=round(base_cpu + cpu, 1),
+          wall_s=round(base_wall + time.time() - start, 1)))
+      seen.add(n)
+      print(f'[dmc] {label}: {n} env steps, eval {float(r["eval_return"]):.1f}'
+            f' ({base_cpu + cpu:.0f} CPU s)', flush=True)
+    state['cpu_s'] = base_cpu + cpu
+    state['wall_s'] = base_wall + time.time() - start
+    if os.path.isdir(run_dir):
+      _save_state(run_dir, state)
+    for budget in list(pending):
+      hit = [e for e in sorted(state['evals'], key=lambda e: e['env_steps'])
+             if e['env_steps'] >= budget]
+      if hit:
+        e = hit[0]
+        append_row(args.results, COLUMNS, dict(
+            agent=agent, task=task, seed=seed, budget=budget, variant=variant,
+            overrides=';'.join(f'{k}={v}' for k, v in sorted(overrides.items())),
+            env_steps=e['env_steps'], eval_return=round(e['eval_return'], 2),
+            eval_return_std=round(e['eval_return_std'], 2),
+            eval_episodes=args.eval_episodes, cpu_s=e['cpu_s'],
+            wall_s=e['wall_s'], version=version, commit=commit,
+            machine=machine()))
+        pending.remove(budget)
+
+  # The child's output is read on a thread so that a chatty child never blocks.
+  import threading  # pylint: disable=g-import-not-at-top
+  reader = threading.Thread(
+      target=lambda: log.extend(proc.stdout), daemon=True)
+  reader.start()
+  try:
+    while proc.poll() is None:
+      time.sleep(2.0)
+      poll()
+  except KeyboardInterrupt:
+    proc.send_signal(2)  # The child checkpoints and exits; resume later.
+    proc.wait()
+    raise
+  reader.join(timeout=5)
+  poll()
+  if proc.returncode != 0:
+    tail = ''.join(log[-15:])
+    raise RuntimeError(f'{label}: roxie train exited {proc.returncode}:\n{tail}')
+  if pending:
+    raise RuntimeError(f'{label}: finished without an evaluation at or after '
+                       f'{pending}; see {run_dir}/metrics.csv')
+  for e in sorted(state['evals'], key=lambda e: e['env_steps']):
+    append_row(args.curves, CURVE_COLUMNS, dict(
+        agent=agent, task=task, seed=seed, variant=variant,
+        env_steps=e['env_steps'], eval_return=round(e['eval_return'], 2),
+        cpu_s=e['cpu_s'], wall_s=e['wall_s'], version=version, commit=commit))
+  state['curves_written'] = True
+  _save_state(run_dir, state)
+
+
+def _parse_list(text: str, kind, what: str) -> List:
+  try:
+    items = [kind(x) for x in text.split(',') if x.strip()]
+  except ValueError:
+    raise UsageError(f'--{what}: cannot read {text!r} as a comma-separated '
+                     f'list of {kind.__name__}') from None
+  if not items:
+    raise UsageError(f'--{what} is empty')
+  return items
+
+
+def parse_args(argv=None):
+  p = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+  p.add_argument('--agents', default='sac')
+  p.add_argument('--tasks', default='standard',
+                 help="comma-separated task names, or 'standard' (the six)")
+  p.add_argument('--seeds', default='0,1,2',
+                 help="comma-separated seeds, or N for 0..N-1")
+  p.add_argument('--budgets', default=','.join(map(str, BUDGETS)))
+  p.add_argument('--set', dest='sets', action='append', default=[],
+                 metavar='FIELD=VALUE', help='config override (repeatable)')
+  p.add_argument('--variant', default=None,
+                 help="label of this configuration in the CSV (default: "
+                      "'default' without --set, else required)")
+  p.add_argument('--eval-every', type=int, default=20_000)
+  p.add_argument('--eval-episodes', type=int, default=10)
+  p.add_argument('--runs', default=os.path.join('runs', 'dmc'),
+                 help='where the run folders (checkpoints) live')
+  p.add_argument('--results', default=os.path.join(RESULTS, 'dmc.csv'))
+  p.add_argument('--curves', default=os.path.join(RESULTS, 'dmc_curves.csv'))
+  p.add_argument('--report', action='store_true',
+                 help='only write DMC.md and the plots from the CSVs')
+  args = p.parse_args(argv)
+  from roxie.agents import AGENTS  # pylint: disable=g-import-not-at-top
+  from roxie.envs import tasks as task_registry  # pylint: disable=g-import-not-at-top
+  args.agents = _parse_list(args.agents, str.lower, 'agents')
+  for a in args.agents:
+    if a not in AGENTS:
+      raise UsageError(f'unknown agent {a!r}; choose from {", ".join(AGENTS)}')
+  args.tasks = (list(STANDARD_TASKS) if args.tasks == 'standard'
+                else _parse_list(args.tasks, str, 'tasks'))
+  for t in args.tasks:
+    if t not in task_registry.TASKS:
+      raise UsageError(f'unknown task {t!r}; `roxie tasks` lists them')
+  seeds = _parse_list(args.seeds, int, 'seeds')
+  args.seeds = list(range(seeds[0])) if (
+      len(seeds) == 1 and ',' not in args.seeds) else seeds
+  if not args.seeds:
+    raise UsageError('--seeds: no seeds')
+  args.budgets = sorted(set(_parse_list(args.budgets, int, 'budgets')))
+  if args.budgets[0] <= 0:
+    raise UsageError('--budgets must be positive env-step counts')
+  args.overrides = []
+  for s in args.sets:
+    if '=' not in s:
+      raise UsageError(f'--set {s!r}: expected FIELD=VALUE')
+    k, v = s.split('=', 1)
+    args.overrides.append((k.strip(), v.strip()))
+  if args.variant is None:
+    if args.overrides:
+      raise UsageError('--set needs --variant NAME: it labels these rows in '
+                       'the CSV beside the defaults')
+    args.variant = 'default'
+  if args.eval_every <= 0 or args.eval_episodes < 10:
+    raise UsageError('--eval-every must be positive and --eval-episodes >= 10 '
+                     '(the table reports means of at least 10 episodes)')
+  return args
+
+
+def main(argv=None) -> int:
+  try:
+    args = parse_args(argv)
+    # Refuse a results file written by another version before training.
+    rows = read_rows(args.results, COLUMNS)
+    read_rows(args.curves, CURVE_COLUMNS)
+  except UsageError as e:
+    print(f'dmc.py: error: {e}', file=sys.stderr)
+    return 2
+  if not args.report:
+    os.makedirs(os.path.dirname(os.path.abspath(args.results)), exist_ok=True)
+    identity = code_identity()
+    for agent in args.agents:
+      for task in args.tasks:
+        for seed in args.seeds:
+          done = {int(r['budget']) for r in rows
+                  if (r['agent'], r['task'], int(r['seed']), r['variant'])
+                  == (agent, task, seed, args.variant)}
+          if set(args.budgets) <= done:
+            continue
+          try:
+            train_cell(args, agent, task, seed, args.budgets, done, identity)
+          except RuntimeError as e:
+            print(f'[dmc] {e}', file=sys.stderr, flush=True)
+          rows = read_rows(args.results, COLUMNS)
+  try:
+    import dmc_report  # pylint: disable=g-import-not-at-top
+  except ImportError:
+    return 0
+  dmc_report.main(['--results', args.results, '--curves', args.curves])
+  return 0
+
+
+if __name__ == '__main__':
+  sys.path.insert(0, HERE)
+  sys.exit(main())
