@@ -41,6 +41,7 @@ unaffected.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import NamedTuple, Optional, Tuple
 
 import haiku as hk
@@ -178,10 +179,9 @@ def make(config: Config, spec: EnvSpec) -> Recipe:
 
     def critic_loss(params):
       dist = critic.apply(params, batch.obs, batch.action)
-      loss = jax.vmap(losses.categorical_td_loss,
-                      in_axes=(0, None, 0, 0, 0))(
-                          dist.logits, atoms, batch.reward, batch.discount,
-                          probs_next)
+      loss = jax.vmap(functools.partial(losses.categorical_td_loss,
+                                        atoms=atoms))(
+          dist.logits, batch.reward, batch.discount, probs_next)
       return jnp.mean(loss), dist.mean()
 
     (c_loss, q), grads = jax.value_and_grad(critic_loss, has_aux=True)(

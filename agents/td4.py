@@ -43,6 +43,7 @@ unaffected.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import NamedTuple, Optional, Tuple
 
 import haiku as hk
@@ -188,18 +189,17 @@ def make(config: Config, spec: EnvSpec) -> Recipe:
     next_dist = critic.apply(state.target_critic, batch.next_obs, next_a)
     atoms = next_dist.atoms  # [K]
     logits1_next, logits2_next = next_dist.logits  # [N, K] each
-    probs_next = jax.vmap(losses.twin_categorical_target,
-                          in_axes=(0, 0, None))(logits1_next, logits2_next,
-                                                atoms)  # [N, K]
+    probs_next = jax.vmap(functools.partial(
+        losses.twin_categorical_target, atoms=atoms))(
+            logits1_next, logits2_next)  # [N, K]
     # Per sample (inner vmap), per head (outer vmap, target shared): [2, N].
-    td_loss = jax.vmap(jax.vmap(losses.categorical_td_loss,
-                                in_axes=(0, None, 0, 0, 0)),
-                       in_axes=(0, None, None, None, None))
+    td_loss = jax.vmap(jax.vmap(functools.partial(losses.categorical_td_loss,
+                                                  atoms=atoms)),
+                       in_axes=(0, None, None, None))
 
     def critic_loss(params):
       dist = critic.apply(params, batch.obs, batch.action)  # logits [2, N, K]
-      loss = td_loss(dist.logits, atoms, batch.reward, batch.discount,
-                     probs_next)
+      loss = td_loss(dist.logits, batch.reward, batch.discount, probs_next)
       return jnp.mean(jnp.sum(loss, 0)), dist.mean()
 
     (c_loss, q), grads = jax.value_and_grad(critic_loss, has_aux=True)(

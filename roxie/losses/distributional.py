@@ -6,6 +6,13 @@ the support (`rlax.categorical_l2_project`); the critic is trained with the
 cross-entropy to that projected distribution. For twin distributional critics
 (TD4-style) the target distribution is the one of the head with the lower mean.
 Functions take one unbatched example; batch with `jax.vmap`.
+
+Argument convention: the per-example arrays come first, positionally, in time
+order (logits or probabilities, then `r_t`, `discount_t`, `probs_t`); the fixed
+support `atoms` is keyword-only in every function. Logits and atoms are both
+[K] floats, so a positional swap would pass every shape check and silently
+compute nonsense; naming `atoms` makes that swap impossible. To batch with a
+shared support, close over it: `jax.vmap(functools.partial(f, atoms=atoms))`.
 """
 
 import chex
@@ -17,13 +24,13 @@ Array = chex.Array
 Numeric = chex.Numeric
 
 
-def categorical_mean(x: Array, atoms: Array, *,
+def categorical_mean(x: Array, *, atoms: Array,
                      from_logits: bool = True) -> Array:
   """Computes the mean of a categorical distribution over `atoms`.
 
   Args:
     x: [K] float logits (if `from_logits`) or probabilities.
-    atoms: [K] float support.
+    atoms: [K] float support (keyword-only).
     from_logits: whether `x` holds logits rather than probabilities.
 
   Returns:
@@ -37,11 +44,11 @@ def categorical_mean(x: Array, atoms: Array, *,
 
 
 def categorical_td_target(
-    atoms: Array,
     r_t: Numeric,
     discount_t: Numeric,
     probs_t: Array,
     *,
+    atoms: Array,
     stop_target_gradients: bool = True,
 ) -> Array:
   """Projects the distributional Bellman target onto the fixed support.
@@ -55,10 +62,10 @@ def categorical_td_target(
   al., 2017 (https://arxiv.org/abs/1707.06887).
 
   Args:
-    atoms: [K] float support, increasing.
     r_t: [] float reward (or folded n-step reward).
     discount_t: [] float discount, 0 after a termination.
     probs_t: [K] float probabilities of the next-state distribution.
+    atoms: [K] float support, increasing (keyword-only).
     stop_target_gradients: whether to stop gradients through the target.
 
   Returns:
@@ -73,11 +80,11 @@ def categorical_td_target(
 
 def categorical_td_loss(
     logits_tm1: Array,
-    atoms: Array,
     r_t: Numeric,
     discount_t: Numeric,
     probs_t: Array,
     *,
+    atoms: Array,
     stop_target_gradients: bool = True,
 ) -> Array:
   """Cross-entropy of a categorical critic to its projected Bellman target.
@@ -91,10 +98,10 @@ def categorical_td_loss(
 
   Args:
     logits_tm1: [K] float logits of the critic being trained.
-    atoms: [K] float support shared by both times.
     r_t: [] float reward (or folded n-step reward).
     discount_t: [] float discount, 0 after a termination.
     probs_t: [K] float target probabilities at the next state.
+    atoms: [K] float support shared by both times (keyword-only).
     stop_target_gradients: whether to stop gradients through the target.
 
   Returns:
@@ -105,7 +112,7 @@ def categorical_td_loss(
   chex.assert_type([logits_tm1, atoms, r_t, discount_t, probs_t], float)
   chex.assert_equal_shape([logits_tm1, atoms, probs_t])
   target = categorical_td_target(
-      atoms, r_t, discount_t, probs_t,
+      r_t, discount_t, probs_t, atoms=atoms,
       stop_target_gradients=stop_target_gradients)
   return -jnp.sum(target * jax.nn.log_softmax(logits_tm1))
 
@@ -113,8 +120,8 @@ def categorical_td_loss(
 def twin_categorical_target(
     logits1_t: Array,
     logits2_t: Array,
-    atoms: Array,
     *,
+    atoms: Array,
     blend: Numeric = 0.,
     stop_target_gradients: bool = True,
 ) -> Array:
@@ -134,7 +141,7 @@ def twin_categorical_target(
   Args:
     logits1_t: [K] float logits of the first target head.
     logits2_t: [K] float logits of the second target head.
-    atoms: [K] float support shared by both heads.
+    atoms: [K] float support shared by both heads (keyword-only).
     blend: weight in [0, 1] of the higher-mean head's distribution.
     stop_target_gradients: whether to stop gradients through the target.
 
@@ -146,8 +153,8 @@ def twin_categorical_target(
   chex.assert_equal_shape([logits1_t, logits2_t, atoms])
   probs1 = jax.nn.softmax(logits1_t)
   probs2 = jax.nn.softmax(logits2_t)
-  first_is_low = (categorical_mean(probs1, atoms, from_logits=False) <=
-                  categorical_mean(probs2, atoms, from_logits=False))
+  first_is_low = (categorical_mean(probs1, atoms=atoms, from_logits=False) <=
+                  categorical_mean(probs2, atoms=atoms, from_logits=False))
   low = jnp.where(first_is_low, probs1, probs2)
   high = jnp.where(first_is_low, probs2, probs1)
   target = (1. - blend) * low + blend * high

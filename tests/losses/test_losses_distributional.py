@@ -17,16 +17,16 @@ ATOMS = jnp.linspace(-2., 2., 5)  # -2, -1, 0, 1, 2.
 def test_categorical_mean_hand_case():
   probs = jnp.array([0., .5, 0., 0., .5])
   np.testing.assert_allclose(
-      distributional.categorical_mean(probs, ATOMS, from_logits=False), .5)
+      distributional.categorical_mean(probs, atoms=ATOMS, from_logits=False), .5)
   logits = jnp.log(jnp.array([.1, .2, .3, .2, .2]))
   np.testing.assert_allclose(
-      jax.jit(distributional.categorical_mean)(logits, ATOMS),
+      jax.jit(distributional.categorical_mean)(logits, atoms=ATOMS),
       -.2 - .2 + 0. + .2 + .4, rtol=1e-5, atol=1e-6)
 
 
 def test_categorical_mean_rejects_mismatched_support():
   with pytest.raises(AssertionError, match='shape'):
-    distributional.categorical_mean(jnp.zeros(4), ATOMS)
+    distributional.categorical_mean(jnp.zeros(4), atoms=ATOMS)
 
 
 @pytest.mark.parametrize(
@@ -43,7 +43,7 @@ def test_categorical_mean_rejects_mismatched_support():
 def test_categorical_td_target_hand_cases(r, d, expected):
   probs_t = jnp.array([0., 0., 0., .5, .5])
   out = jax.jit(distributional.categorical_td_target)(
-      ATOMS, jnp.array(r), jnp.array(d), probs_t)
+      jnp.array(r), jnp.array(d), probs_t, atoms=ATOMS)
   np.testing.assert_allclose(out, expected, atol=1e-6)
 
 
@@ -58,7 +58,7 @@ def test_categorical_td_loss_matches_rlax():
   d = jnp.asarray(rng.uniform(size=6).astype(np.float32))
   atoms = jnp.broadcast_to(ATOMS, (6, 5))
   ours = jax.jit(jax.vmap(distributional.categorical_td_loss))(
-      logits_tm1, atoms, r, d, jax.nn.softmax(logits_t))
+      logits_tm1, r, d, jax.nn.softmax(logits_t), atoms=atoms)
   theirs = jax.vmap(rlax.categorical_td_learning)(
       atoms, logits_tm1, r, d, atoms, logits_t)
   np.testing.assert_allclose(ours, theirs, rtol=1e-5)
@@ -69,28 +69,30 @@ def test_categorical_td_loss_gradient_is_softmax_minus_target():
   probs_t = jax.nn.softmax(jnp.array([1., 0., -1., 0., 2.]))
   r, d = jnp.array(.3), jnp.array(.9)
   grad = jax.grad(distributional.categorical_td_loss)(
-      logits_tm1, ATOMS, r, d, probs_t)
-  target = distributional.categorical_td_target(ATOMS, r, d, probs_t)
+      logits_tm1, r, d, probs_t, atoms=ATOMS)
+  target = distributional.categorical_td_target(r, d, probs_t, atoms=ATOMS)
   np.testing.assert_allclose(grad, jax.nn.softmax(logits_tm1) - target,
                              atol=1e-6)
   # The target carries no gradient by default.
-  g_probs = jax.grad(distributional.categorical_td_loss, argnums=4)(
-      logits_tm1, ATOMS, r, d, probs_t)
+  g_probs = jax.grad(distributional.categorical_td_loss, argnums=3)(
+      logits_tm1, r, d, probs_t, atoms=ATOMS)
   np.testing.assert_allclose(g_probs, 0.)
 
 
 def test_categorical_td_loss_rejects_bad_ranks():
   with pytest.raises(AssertionError, match='rank'):
     distributional.categorical_td_loss(
-        jnp.zeros(5), ATOMS, jnp.zeros(2), jnp.ones(()), jnp.ones(5) / 5)
+        jnp.zeros(5), jnp.zeros(2), jnp.ones(()), jnp.ones(5) / 5,
+        atoms=ATOMS)
 
 
 def test_twin_target_with_equal_heads_is_that_head():
   logits = jnp.array([.3, -.1, .4, 1., -2.])
-  out = jax.jit(distributional.twin_categorical_target)(logits, logits, ATOMS)
+  out = jax.jit(distributional.twin_categorical_target)(
+      logits, logits, atoms=ATOMS)
   np.testing.assert_allclose(out, jax.nn.softmax(logits), rtol=1e-6)
   blended = distributional.twin_categorical_target(
-      logits, logits, ATOMS, blend=.3)
+      logits, logits, atoms=ATOMS, blend=.3)
   np.testing.assert_allclose(blended, jax.nn.softmax(logits), rtol=1e-6)
 
 
@@ -98,10 +100,11 @@ def test_twin_target_picks_the_lower_mean_head_not_per_atom_min():
   low = jnp.log(jnp.array([.4, .3, .1, .1, .1]))  # Mean -0.8.
   high = jnp.log(jnp.array([.1, .1, .1, .3, .4]))  # Mean 0.8.
   for first, second in [(low, high), (high, low)]:
-    out = distributional.twin_categorical_target(first, second, ATOMS)
+    out = distributional.twin_categorical_target(first, second, atoms=ATOMS)
     np.testing.assert_allclose(out, jax.nn.softmax(low), rtol=1e-6)
     np.testing.assert_allclose(jnp.sum(out), 1., rtol=1e-6)
-  half = distributional.twin_categorical_target(high, low, ATOMS, blend=.25)
+  half = distributional.twin_categorical_target(high, low, atoms=ATOMS,
+                                                blend=.25)
   np.testing.assert_allclose(
       half, .75 * jax.nn.softmax(low) + .25 * jax.nn.softmax(high), rtol=1e-6)
 
@@ -111,7 +114,7 @@ def test_twin_target_picks_the_lower_mean_head_not_per_atom_min():
 def test_twin_target_vmap_matches_numpy_selection(seed):
   rng = np.random.default_rng(seed)
   l1, l2 = np.asarray(_random_logits(rng, 2, 4))
-  out = _twin_batched(l1, l2, jnp.broadcast_to(ATOMS, (4, 5)))
+  out = _twin_batched(l1, l2, atoms=jnp.broadcast_to(ATOMS, (4, 5)))
   p1 = np.exp(l1) / np.exp(l1).sum(-1, keepdims=True)
   p2 = np.exp(l2) / np.exp(l2).sum(-1, keepdims=True)
   atoms = np.asarray(ATOMS)
@@ -133,8 +136,9 @@ def test_twin_target_composes_with_td_loss_under_vmap():
   r, d = jnp.array([.1, -.2]), jnp.array([.9, 0.])
 
   def loss(l_tm1, l1, l2, atoms, r, d):
-    probs_t = distributional.twin_categorical_target(l1, l2, atoms)
-    return distributional.categorical_td_loss(l_tm1, atoms, r, d, probs_t)
+    probs_t = distributional.twin_categorical_target(l1, l2, atoms=atoms)
+    return distributional.categorical_td_loss(l_tm1, r, d, probs_t,
+                                              atoms=atoms)
 
   out = jax.jit(jax.vmap(loss))(l_tm1, l1, l2, atoms, r, d)
   assert out.shape == (2,) and np.all(np.isfinite(out))
@@ -146,11 +150,27 @@ def test_twin_target_stop_gradient_and_rank_check():
 
   def target_mean(l, stop):
     return jnp.sum(ATOMS * distributional.twin_categorical_target(
-        l, high, ATOMS, stop_target_gradients=stop))
+        l, high, atoms=ATOMS, stop_target_gradients=stop))
 
   np.testing.assert_allclose(jax.grad(target_mean)(logits, True), 0.)
   # Unblocking the gradient must produce one (the selected head is `l`).
   assert np.abs(jax.grad(target_mean)(logits, False)).sum() > 0.
   with pytest.raises(AssertionError, match='rank'):
     distributional.twin_categorical_target(
-        jnp.zeros((2, 5)), jnp.zeros((2, 5)), ATOMS)
+        jnp.zeros((2, 5)), jnp.zeros((2, 5)), atoms=ATOMS)
+
+
+@pytest.mark.parametrize('fn, args', [
+    (distributional.categorical_mean, (jnp.zeros(5), ATOMS)),
+    (distributional.categorical_td_target,
+     (ATOMS, jnp.array(.1), jnp.array(.9), jnp.ones(5) / 5)),
+    (distributional.categorical_td_loss,
+     (jnp.zeros(5), ATOMS, jnp.array(.1), jnp.array(.9), jnp.ones(5) / 5)),
+    (distributional.twin_categorical_target,
+     (jnp.zeros(5), jnp.zeros(5), ATOMS)),
+], ids=['mean', 'td_target', 'td_loss', 'twin_target'])
+def test_atoms_cannot_be_passed_positionally(fn, args):
+  # Logits and atoms are both [K] floats: a positional swap used to pass every
+  # check. With `atoms` keyword-only, passing it by position is a TypeError.
+  with pytest.raises(TypeError):
+    fn(*args)
