@@ -1,10 +1,15 @@
 """The DeepMind Control benchmark: agents x tasks x seeds at env-step budgets.
 
 Each (agent, task, seed) trains once, on the native CPU backend, in a child
-`roxie train` process, up to the largest budget; the evaluation that lands at
-(or first after) each budget gives that budget's row. Evaluation is the run's
-own: the mean return of `--eval-episodes` (default 10) deterministic
-1000-step episodes.
+`roxie train` process, up to the largest budget; the first evaluation at
+or after 99% of each budget gives that budget's row, which records the
+evaluation's actual env steps. (Evaluations land where a compiled call
+ends, and a call's env steps are a multiple of num_envs x action repeat,
+which need not divide `--eval-every`: with 8 envs and action repeat 8,
+20,000 becomes 19,968 and the evaluation nearest 100k is at 99,840, so
+"at or after the budget" alone would take the next one, at 119,808.)
+Evaluation is the run's own: the mean return of `--eval-episodes` (default
+10) deterministic 1000-step episodes.
 
 Results are appended to `benchmarks/results/dmc.csv`, one row per
 (agent, task, seed, budget, variant), one whole line per write, so a kill
@@ -22,6 +27,10 @@ The action repeat comes from one table shared by every recipe
   python benchmarks/dmc.py --agents sac --seeds 0,1,2          # the six tasks
   python benchmarks/dmc.py --agents sac,td3 --tasks CheetahRun --budgets 100000
   python benchmarks/dmc.py --report                            # DMC.md only
+
+The report (`benchmarks/dmc_report.py`: DMC.md and plots, beside the
+results CSV) is rewritten after the runs. The exit status is 1 when a run
+failed (the others still run), 2 on bad input (nothing written).
 """
 
 from __future__ import annotations
@@ -50,6 +59,10 @@ COLUMNS = ('agent', 'task', 'seed', 'budget', 'variant', 'overrides',
            'cpu_s', 'wall_s', 'version', 'commit', 'machine')
 CURVE_COLUMNS = ('agent', 'task', 'seed', 'variant', 'env_steps',
                  'eval_return', 'cpu_s', 'wall_s', 'version', 'commit')
+
+# A budget's row takes the first evaluation at or after (1 - this) x budget:
+# see the module docstring.
+BUDGET_TOLERANCE = 0.01
 
 # Sidecar in each run folder: CPU/wall seconds spent in earlier processes and
 # the evaluations seen so far (with the CPU time at which each landed).
@@ -131,6 +144,59 @@ def append_row(path: str, columns: Sequence[str], row: Dict[str, object]) -> Non
     os.fsync(f.fileno())
 
 
+def budget_evaluation(evals: Sequence[dict], budget: int,
+                      tolerance: float = BUDGET_TOLERANCE) -> Optional[dict]:
+  """The evaluation that gives `budget`'s row, or None if none is there yet.
+
+  The first evaluation (by env steps) at or after (1 - tolerance) x budget:
+  one a call-rounding short of the budget counts, the next one 20k steps
+  later does not get taken instead.
+
+  Args:
+    evals: evaluations, each a dict with 'env_steps' (any order).
+    budget: the env-step budget.
+    tolerance: the fraction of the budget an evaluation may fall short by.
+
+  Returns:
+    The chosen evaluation, or None.
+  """
+  floor = budget * (1.0 - tolerance)
+  hit = [e for e in sorted(evals, key=lambda e: e['env_steps'])
+         if e['env_steps'] >= floor]
+  return hit[0] if hit else None
+
+
+def append_curves(path: str, evals: Sequence[dict], fields: Dict[str, object]
+                  ) -> int:
+  """Appends a run's evaluations to the curves CSV, skipping those it has.
+
+  A run extended to a larger budget later finishes again; its earlier
+  evaluations are in the file already and are not written twice.
+
+  Args:
+    path: the curves CSV.
+    evals: the run's evaluations (env_steps, eval_return, cpu_s, wall_s).
+    fields: the run's other columns (agent, task, seed, variant, version,
+      commit).
+
+  Returns:
+    How many rows were appended.
+  """
+  run = (str(fields['agent']), str(fields['task']), str(fields['seed']),
+         str(fields['variant']))
+  have = {int(float(r['env_steps'])) for r in read_rows(path, CURVE_COLUMNS)
+          if (r['agent'], r['task'], r['seed'], r['variant']) == run}
+  written = 0
+  for e in sorted(evals, key=lambda e: e['env_steps']):
+    if int(e['env_steps']) in have:
+      continue
+    append_row(path, CURVE_COLUMNS, dict(
+        fields, env_steps=e['env_steps'], eval_return=round(e['eval_return'], 2),
+        cpu_s=e['cpu_s'], wall_s=e['wall_s']))
+    written += 1
+  return written
+
+
 def action_repeat_for(task: str, overrides: Dict[str, str]) -> int:
   if 'action_repeat' in overrides:
     return int(overrides['action_repeat'])
@@ -183,6 +249,8 @@ def train_cell(args, agent: str, task: str, seed: int, budgets: Sequence[int],
     cmd = ['train', '--agent', agent, '--task', task, '--seed', str(seed),
            '--steps', str(steps), '--out', run_dir, '--eval-every',
            str(args.eval_every), '--eval-episodes', str(args.eval_episodes)]
+    if args.episode_length:
+      cmd += ['--episode-length', str(args.episode_length)]
     for k, v in sorted(sets.items()):
       cmd += ['--set', f'{k}={v}']
     state = None
@@ -222,13 +290,11 @@ def train_cell(args, agent: str, task: str, seed: int, budgets: Sequence[int],
     if os.path.isdir(run_dir):
       _save_state(run_dir, state)
     for budget in list(pending):
-      hit = [e for e in sorted(state['evals'], key=lambda e: e['env_steps'])
-             if e['env_steps'] >= budget]
-      if hit:
-        e = hit[0]
+      e = budget_evaluation(state['evals'], budget)
+      if e is not None:
         append_row(args.results, COLUMNS, dict(
             agent=agent, task=task, seed=seed, budget=budget, variant=variant,
-            overrides=';'.join(f'{k}={v}' for k, v in sorted(overrides.items())),
+            overrides=_overrides_text(args),
             env_steps=e['env_steps'], eval_return=round(e['eval_return'], 2),
             eval_return_std=round(e['eval_return_std'], 2),
             eval_episodes=args.eval_episodes, cpu_s=e['cpu_s'],
@@ -257,13 +323,19 @@ def train_cell(args, agent: str, task: str, seed: int, budgets: Sequence[int],
   if pending:
     raise RuntimeError(f'{label}: finished without an evaluation at or after '
                        f'{pending}; see {run_dir}/metrics.csv')
-  for e in sorted(state['evals'], key=lambda e: e['env_steps']):
-    append_row(args.curves, CURVE_COLUMNS, dict(
-        agent=agent, task=task, seed=seed, variant=variant,
-        env_steps=e['env_steps'], eval_return=round(e['eval_return'], 2),
-        cpu_s=e['cpu_s'], wall_s=e['wall_s'], version=version, commit=commit))
+  append_curves(args.curves, state['evals'], dict(
+      agent=agent, task=task, seed=seed, variant=variant, version=version,
+      commit=commit))
   state['curves_written'] = True
   _save_state(run_dir, state)
+
+
+def _overrides_text(args) -> str:
+  """The overrides column: the --set fields, and a shortened episode."""
+  items = dict(args.overrides)
+  if args.episode_length:
+    items['episode_length'] = str(args.episode_length)
+  return ';'.join(f'{k}={v}' for k, v in sorted(items.items()))
 
 
 def _parse_list(text: str, kind, what: str) -> List:
@@ -292,6 +364,10 @@ def parse_args(argv=None):
                       "'default' without --set, else required)")
   p.add_argument('--eval-every', type=int, default=20_000)
   p.add_argument('--eval-episodes', type=int, default=10)
+  p.add_argument('--episode-length', type=int, default=None,
+                 help='shorten episodes, in training and evaluation (for '
+                      'smoke tests; needs --variant, and the overrides '
+                      'column records it)')
   p.add_argument('--runs', default=os.path.join('runs', 'dmc'),
                  help='where the run folders (checkpoints) live')
   p.add_argument('--results', default=os.path.join(RESULTS, 'dmc.csv'))
@@ -324,10 +400,12 @@ def parse_args(argv=None):
       raise UsageError(f'--set {s!r}: expected FIELD=VALUE')
     k, v = s.split('=', 1)
     args.overrides.append((k.strip(), v.strip()))
+  if args.episode_length is not None and args.episode_length <= 0:
+    raise UsageError('--episode-length must be positive')
   if args.variant is None:
-    if args.overrides:
-      raise UsageError('--set needs --variant NAME: it labels these rows in '
-                       'the CSV beside the defaults')
+    if args.overrides or args.episode_length:
+      raise UsageError('--set and --episode-length need --variant NAME: it '
+                       'labels these rows in the CSV beside the defaults')
     args.variant = 'default'
   if args.eval_every <= 0 or args.eval_episodes < 10:
     raise UsageError('--eval-every must be positive and --eval-episodes >= 10 '
@@ -347,6 +425,7 @@ def main(argv=None) -> int:
   if not args.report:
     os.makedirs(os.path.dirname(os.path.abspath(args.results)), exist_ok=True)
     identity = code_identity()
+    failed = 0
     for agent in args.agents:
       for task in args.tasks:
         for seed in args.seeds:
@@ -358,14 +437,18 @@ def main(argv=None) -> int:
           try:
             train_cell(args, agent, task, seed, args.budgets, done, identity)
           except RuntimeError as e:
+            failed += 1
             print(f'[dmc] {e}', file=sys.stderr, flush=True)
           rows = read_rows(args.results, COLUMNS)
   try:
     import dmc_report  # pylint: disable=g-import-not-at-top
   except ImportError:
     return 0
-  dmc_report.main(['--results', args.results, '--curves', args.curves])
-  return 0
+  code = dmc_report.main(['--results', args.results, '--curves', args.curves])
+  if not args.report and failed:
+    print(f'[dmc] {failed} run(s) failed; see above.', file=sys.stderr)
+    return 1
+  return code
 
 
 if __name__ == '__main__':

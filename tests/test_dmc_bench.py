@@ -1,0 +1,294 @@
+"""benchmarks/dmc.py and dmc_report.py: a tiny run end to end, bad input, the
+report from partial data."""
+
+import csv
+import math
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BENCH = os.path.join(ROOT, 'benchmarks')
+sys.path.insert(0, BENCH)
+
+import dmc  # pylint: disable=g-import-not-at-top,wrong-import-position
+import dmc_report  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+# One seed of SAC on CartpoleBalance for 2,000 env steps, 100-step episodes,
+# tiny networks: about a minute on 2 cores, most of it the child's compile.
+TINY = ('--agents', 'sac', '--tasks', 'CartpoleBalance', '--seeds', '1',
+        '--budgets', '2000', '--eval-every', '1000', '--episode-length', '100',
+        '--set', 'warmup_steps=500', '--set', 'hidden_sizes=16,16',
+        '--set', 'batch_size=32', '--set', 'num_envs=2', '--variant', 'tiny')
+
+
+def _paths(tmp_path):
+  return ['--runs', str(tmp_path / 'runs'),
+          '--results', str(tmp_path / 'dmc.csv'),
+          '--curves', str(tmp_path / 'curves.csv')]
+
+
+def _read(path):
+  with open(path, newline='') as f:
+    return list(csv.DictReader(f))
+
+
+def _bench(tmp_path, *argv):
+  env = dict(os.environ)
+  # The child `roxie train` compiles the same programs every CI run.
+  env.setdefault('JAX_COMPILATION_CACHE_DIR', os.path.join(ROOT, '.jax_cache'))
+  env.setdefault('JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS', '0.5')
+  return subprocess.run(
+      [sys.executable, os.path.join(BENCH, 'dmc.py'), *argv, *_paths(tmp_path)],
+      capture_output=True, text=True, env=env, cwd=str(tmp_path), timeout=600)
+
+
+def test_tiny_run_writes_its_row_skips_it_when_rerun_and_reports(tmp_path):
+  real_md = os.path.join(dmc.RESULTS, 'DMC.md')
+  before = os.stat(real_md).st_mtime_ns if os.path.exists(real_md) else None
+  proc = _bench(tmp_path, *TINY)
+  assert proc.returncode == 0, proc.stdout + proc.stderr
+  rows = _read(tmp_path / 'dmc.csv')
+  assert len(rows) == 1
+  row = rows[0]
+  assert list(row) == list(dmc.COLUMNS)
+  assert (row['agent'], row['task'], row['seed'], row['budget'],
+          row['variant']) == ('sac', 'CartpoleBalance', '0', '2000', 'tiny')
+  assert 'episode_length=100' in row['overrides']
+  assert 'hidden_sizes=16,16' in row['overrides']
+  # 8 env steps per call (2 envs, action repeat 1) divide 1,000: exact.
+  assert int(row['env_steps']) == 2000
+  # CartpoleBalance pays at most 1 per step: 100-step episodes return <= 100.
+  assert 0.0 <= float(row['eval_return']) <= 100.0
+  assert int(row['eval_episodes']) == 10
+  assert 0.0 < float(row['cpu_s'])
+  assert 0.0 < float(row['wall_s'])
+  assert row['commit'] and row['machine']
+  import roxie  # pylint: disable=g-import-not-at-top
+  assert row['version'] == roxie.__version__
+  curve = _read(tmp_path / 'curves.csv')
+  assert [int(r['env_steps']) for r in curve] == [1000, 2000]
+  assert curve[-1]['eval_return'] == row['eval_return']
+  # The report went beside the tmp CSVs, not into benchmarks/results.
+  md = (tmp_path / 'DMC.md').read_text()
+  assert '| CartpoleBalance | sac (tiny) | 1* |' in md
+  assert (tmp_path / 'dmc_curves.png').stat().st_size > 0
+  assert (tmp_path / 'dmc_aggregate.png').stat().st_size > 0
+  after = os.stat(real_md).st_mtime_ns if os.path.exists(real_md) else None
+  assert after == before
+
+  csv_bytes = (tmp_path / 'dmc.csv').read_bytes()
+  curve_bytes = (tmp_path / 'curves.csv').read_bytes()
+  proc = _bench(tmp_path, *TINY)
+  assert proc.returncode == 0, proc.stdout + proc.stderr
+  assert 'train --agent' not in proc.stdout  # No child was started.
+  assert (tmp_path / 'dmc.csv').read_bytes() == csv_bytes
+  assert (tmp_path / 'curves.csv').read_bytes() == curve_bytes
+
+
+@pytest.mark.parametrize('argv, message', [
+    (('--agents', 'nope'), 'unknown agent'),
+    (('--tasks', 'Nope'), 'unknown task'),
+    (('--seeds', ''), '--seeds is empty'),
+    (('--seeds', '0'), 'no seeds'),
+    (('--budgets', '0'), 'positive'),
+    (('--set', 'batch_size=32'), '--variant'),
+    (('--episode-length', '0', '--variant', 'x'), '--episode-length'),
+])
+def test_bad_input_exits_2_and_writes_nothing(tmp_path, capsys, argv,
+                                              message):
+  results = tmp_path / 'dmc.csv'
+  results.write_text(','.join(dmc.COLUMNS) + '\n')
+  assert dmc.main([*argv, *_paths(tmp_path)]) == 2
+  assert message in capsys.readouterr().err
+  assert results.read_text() == ','.join(dmc.COLUMNS) + '\n'
+  assert sorted(os.listdir(tmp_path)) == ['dmc.csv']
+
+
+def test_a_results_file_with_other_columns_is_refused(tmp_path, capsys):
+  results = tmp_path / 'dmc.csv'
+  text = 'agent,task,seed,score\nsac,CartpoleSwingup,0,800\n'
+  results.write_text(text)
+  assert dmc.main([*TINY, *_paths(tmp_path)]) == 2
+  assert 'columns' in capsys.readouterr().err
+  assert dmc_report.main(['--results', str(results), '--curves',
+                          str(tmp_path / 'curves.csv')]) == 2
+  assert 'columns' in capsys.readouterr().err
+  assert results.read_text() == text
+  assert sorted(os.listdir(tmp_path)) == ['dmc.csv']
+
+
+def test_a_failed_run_makes_the_exit_status_1_and_writes_no_row(
+    tmp_path, capsys):
+  # The child refuses the misspelt field; dmc.py goes on, then says so.
+  code = dmc.main(['--tasks', 'CartpoleBalance', '--seeds', '1', '--budgets',
+                   '1000', '--set', 'batch_sise=3', '--variant', 'bad',
+                   *_paths(tmp_path)])
+  assert code == 1
+  assert 'roxie train exited' in capsys.readouterr().err
+  assert not (tmp_path / 'dmc.csv').exists()
+
+
+def test_a_budget_takes_the_evaluation_a_call_rounding_short_of_it():
+  # 8 envs x action repeat 8 = 64 env steps per iteration; --eval-every
+  # 20000 becomes calls of 19,968 steps, evaluated after each.
+  evals = [dict(env_steps=k * 19_968) for k in range(2, 27)]
+  assert dmc.budget_evaluation(evals, 100_000)['env_steps'] == 99_840
+  assert dmc.budget_evaluation(evals, 500_000)['env_steps'] == 499_200
+  assert dmc.budget_evaluation(evals, 40_000)['env_steps'] == 39_936
+  # More than 1% short is not the budget's evaluation: the next one is.
+  evals = [dict(env_steps=s) for s in (98_000, 120_000, 60_000)]
+  assert dmc.budget_evaluation(evals, 100_000)['env_steps'] == 120_000
+  assert dmc.budget_evaluation(evals, 130_000) is None
+
+
+def test_curves_of_an_extended_run_are_not_written_twice(tmp_path):
+  path = str(tmp_path / 'curves.csv')
+  run = dict(agent='sac', task='CheetahRun', seed=0, variant='default',
+             version='0.1.0', commit='abc')
+  ev = lambda n: dict(env_steps=n, eval_return=n / 100, cpu_s=1.0, wall_s=2.0)
+  assert dmc.append_curves(path, [ev(1000), ev(2000)], run) == 2
+  assert dmc.append_curves(path, [ev(1000), ev(2000)],
+                           dict(run, seed=1)) == 2  # Another run's.
+  assert dmc.append_curves(path, [ev(2000), ev(1000), ev(3000)], run) == 1
+  rows = _read(path)
+  assert [(r['seed'], r['env_steps']) for r in rows] == [
+      ('0', '1000'), ('0', '2000'), ('1', '1000'), ('1', '2000'),
+      ('0', '3000')]
+
+
+# -- the report -------------------------------------------------------------
+
+
+def _row(task, seed, budget, ret, *, env_steps=None, commit='aaa',
+         agent='sac', variant='default', cpu_s=600.0):
+  return dict(agent=agent, task=task, seed=seed, budget=budget,
+              variant=variant, overrides='', env_steps=env_steps or budget,
+              eval_return=ret, eval_return_std=1.0, eval_episodes=10,
+              cpu_s=cpu_s, wall_s=900.0, version='0.1.0', commit=commit,
+              machine='test cpu x2')
+
+
+def _write(path, columns, rows):
+  with open(path, 'w', newline='') as f:
+    w = csv.DictWriter(f, columns)
+    w.writeheader()
+    w.writerows(rows)
+
+
+def _table(md, budget_title):
+  """The markdown lines of one budget's table."""
+  section = md.split(f'## {budget_title} env steps\n', 1)[1]
+  return [l for l in section.split('\n\n', 1)[0].splitlines()
+          if l.startswith('| ') and not l.startswith('| task')]
+
+
+def test_report_from_partial_data(tmp_path):
+  rows = [
+      _row('CartpoleSwingup', 0, 100_000, 800.0, env_steps=119_808),
+      _row('CartpoleSwingup', 1, 100_000, 900.0, commit='bbb', cpu_s=720.0),
+      _row('CartpoleSwingup', 2, 100_000, 1.0),  # Replaced below.
+      _row('CartpoleSwingup', 2, 100_000, 850.0, commit='bbb'),
+      _row('CheetahRun', 0, 100_000, 500.0),
+      _row('CartpoleSwingup', 0, 500_000, 860.0),
+  ]
+  _write(tmp_path / 'dmc.csv', dmc.COLUMNS, rows)
+  assert dmc_report.main(['--results', str(tmp_path / 'dmc.csv'), '--curves',
+                          str(tmp_path / 'none.csv'), '--no-plots']) == 0
+  md = (tmp_path / 'DMC.md').read_text()
+  t100 = _table(md, '100k')
+  cart = [l for l in t100 if l.startswith('| CartpoleSwingup |')]
+  # Seeds 800, 900, 850: mean = IQM = 850 (3 runs: nothing trimmed); CURL's
+  # 835 reached; CPU (600 + 720 + 600) / 3 s = 640 s = 10.7 min; seed 0's row came
+  # from 119,808 env steps, which the note shows.
+  assert len(cart) == 1
+  cells = [c.strip() for c in cart[0].strip('|').split('|')]
+  assert cells[:4] == ['CartpoleSwingup', 'sac', '3*', '850']
+  assert cells[4].startswith('850 [')
+  low, high = (float(v) for v in cells[4][5:-1].split(','))
+  assert 800 <= low <= 850 <= high <= 900
+  assert cells[5:8] == ['835', 'yes', '10.7']
+  assert cells[8] == 'at 119,808 env steps'
+  # One seed: no interval; below the reference.
+  cheetah = [l for l in t100 if l.startswith('| CheetahRun |')][0]
+  assert '| 1* | 500 | 500 | 616 | no |' in cheetah
+  # Tasks without rows print '-'.
+  assert '| BallInCup | sac | 0 | - | - | 746 | - | - | |' in t100
+  # Aggregate over the two tasks with rows: IQM of [800, 900, 850, 500] =
+  # mean(800, 850) = 825.
+  agg = [l for l in t100 if l.startswith('| **all tasks** (2) | sac |')]
+  assert len(agg) == 1 and '| 4 runs | 762 | 825 [' in agg[0]
+  t500 = _table(md, '500k')
+  assert '| CartpoleSwingup | sac | 1* | 860 | 860 | 848 | yes |' in t500[0]
+  assert '| WalkerWalk | sac | 0 | - |' in '\n'.join(t500)
+  # Provenance: both commits, the machine, the command.
+  assert '| aaa | 0.1.0 | 3 |' in md and '| bbb | 0.1.0 | 2 |' in md
+  assert 'test cpu x2' in md
+  assert 'python benchmarks/dmc.py --report' in md
+
+
+def test_report_with_no_results_yet_and_with_curves(tmp_path):
+  assert dmc_report.main(['--results', str(tmp_path / 'dmc.csv'), '--curves',
+                          str(tmp_path / 'curves.csv'), '--no-plots']) == 0
+  md = (tmp_path / 'DMC.md').read_text()
+  assert 'No results yet' in md
+  assert '| CartpoleSwingup | - | 0 | - | - | 835 | - | - | |' in md
+  # Curves of two seeds at shifted steps, and one budget row: both plots.
+  points = []
+  for seed, shift in ((0, 0), (1, 37)):
+    for k in range(1, 6):
+      points.append(dict(agent='sac', task='WalkerWalk', seed=seed,
+                         variant='default', env_steps=k * 20_000 + shift,
+                         eval_return=100.0 * k + seed, cpu_s=1, wall_s=1,
+                         version='0.1.0', commit='aaa'))
+  _write(tmp_path / 'curves.csv', dmc.CURVE_COLUMNS, points)
+  _write(tmp_path / 'dmc.csv', dmc.COLUMNS,
+         [_row('WalkerWalk', 0, 100_000, 500.0)])
+  out = tmp_path / 'out'
+  out.mkdir()
+  assert dmc_report.main(['--results', str(tmp_path / 'dmc.csv'), '--curves',
+                          str(tmp_path / 'curves.csv'), '--out-dir', str(out),
+                          '--resamples', '200']) == 0
+  assert sorted(os.listdir(out)) == ['DMC.md', 'dmc_aggregate.png',
+                                     'dmc_curves.png']
+  assert '![dmc_curves.png](dmc_curves.png)' in (out / 'DMC.md').read_text()
+
+
+def test_curve_band_on_a_common_grid():
+  a = (np.array([0.0, 100.0]), np.array([0.0, 100.0]))
+  b = (np.array([10.0, 110.0]), np.array([20.0, 120.0]))
+  grid, mean, low, high = dmc_report.band_on_grid([a, b], 300, 0, points=12)
+  np.testing.assert_allclose(grid, np.linspace(0, 110, 12))
+  # Where both seeds cover (10 <= x <= 100), seed a is x and seed b x + 10:
+  # mean x + 5, and the band is spanned by the two seeds.
+  both = (grid >= 10) & (grid <= 100)
+  np.testing.assert_allclose(mean[both], grid[both] + 5)
+  assert np.all(low[both] >= grid[both] - 1e-9)
+  assert np.all(high[both] <= grid[both] + 10 + 1e-9)
+  # At the ends one seed covers: its value, no band; never extrapolated.
+  assert (mean[0], low[0], high[0]) == (0.0, 0.0, 0.0)
+  assert mean[-1] == pytest.approx(120.0) and low[-1] == high[-1]
+  assert not any(math.isnan(v) for v in mean)
+
+
+def test_report_takes_the_nearer_evaluation_from_the_curves(tmp_path):
+  # A row written by the first dmc.py took 119,808 for the 100k budget; the
+  # run's curve has 99,840 (a call-rounding short), which the report uses.
+  _write(tmp_path / 'dmc.csv', dmc.COLUMNS, [
+      _row('CartpoleSwingup', 0, 100_000, 843.0, env_steps=119_808)])
+  _write(tmp_path / 'curves.csv', dmc.CURVE_COLUMNS, [
+      dict(agent='sac', task='CartpoleSwingup', seed=0, variant='default',
+           env_steps=n, eval_return=ret, cpu_s=cpu, wall_s=1.0,
+           version='0.1.0', commit='aaa')
+      for n, ret, cpu in ((79_872, 500.0, 50.0), (99_840, 812.0, 66.0),
+                          (119_808, 843.0, 80.0))])
+  assert dmc_report.main(['--results', str(tmp_path / 'dmc.csv'), '--curves',
+                          str(tmp_path / 'curves.csv'), '--no-plots']) == 0
+  md = (tmp_path / 'DMC.md').read_text()
+  line = [l for l in _table(md, '100k')
+          if l.startswith('| CartpoleSwingup |')][0]
+  assert '| 1* | 812 | 812 | 835 | no | 1.1 |' in line
+  assert 'at 99,840 env steps (the dmc.csv row: 119,808)' in line
