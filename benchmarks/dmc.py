@@ -191,8 +191,9 @@ def append_curves(path: str, evals: Sequence[dict], fields: Dict[str, object]
     if int(e['env_steps']) in have:
       continue
     append_row(path, CURVE_COLUMNS, dict(
-        fields, env_steps=e['env_steps'], eval_return=round(e['eval_return'], 2),
-        cpu_s=e['cpu_s'], wall_s=e['wall_s']))
+        fields, env_steps=e['env_steps'],
+        eval_return=round(e['eval_return'], 2), cpu_s=e['cpu_s'],
+        wall_s=e['wall_s']))
     written += 1
   return written
 

@@ -19,10 +19,13 @@ Reads `dmc.csv` (one row per agent, task, seed, budget, variant) and
 
 Partial data is the normal case (a benchmark still running): missing seeds,
 budgets or tasks show as "-", rows may come from several commits, and the
-same cell written twice keeps its last row.
+same cell written twice keeps its last row. A row that took a later
+evaluation than `dmc.budget_evaluation` would (rows of dmc.py up to commit
+773bf3f) is re-picked from its run's curve, and the table says so.
 
   python benchmarks/dmc_report.py            # benchmarks/results/DMC.md
-  python benchmarks/dmc_report.py --results r/dmc.csv --curves r/c.csv --out-dir r
+  python benchmarks/dmc_report.py --results r/dmc.csv --curves r/c.csv \
+      --out-dir r
 """
 
 from __future__ import annotations
@@ -242,9 +245,9 @@ def write_markdown(rows: Sequence[Row], points: dict, bad: int, path: str,
     '(action-repeated steps, as in CURL). **IQM** is the interquartile mean '
     'over seeds (rliable\'s: floor(n/4) runs trimmed at each end, so with '
     '3 seeds or fewer it equals the mean), with its '
-    f'{CONFIDENCE:.0%} percentile bootstrap interval (2,000 resamples of '
-    'the seeds with replacement). **ref** is the published figure of '
-    f'{REFERENCE_SOURCE}; **meets** is "yes" when the IQM reaches it, '
+    f'{CONFIDENCE:.0%} percentile bootstrap interval ({args.resamples:,} '
+    'resamples of the seeds with replacement). **ref** is the published '
+    f'figure of {REFERENCE_SOURCE}; **meets** is "yes" when the IQM reaches it, '
     '"within CI" when only the interval does. **CPU min/run** is the user + '
     'system CPU minutes a run took to reach that evaluation (mean over '
     'seeds; evaluations included). `*`: fewer than '
@@ -307,10 +310,12 @@ def write_markdown(rows: Sequence[Row], points: dict, bad: int, path: str,
       runs = f'{len(members)} run{"s" if len(members) > 1 else ""}'
       raw_text = (f'{raw.point:.0f}' if len(members) == 1 else
                   f'{raw.point:.0f} [{raw.low:.0f}, {raw.high:.0f}]')
+      meets = (_meets(dict(iqm=norm.point, high=norm.high), 1.0)
+               if norm is not None else '-')
       w(f'| **all tasks** ({n_tasks}) | {_label(key)} | {runs} '
         f'| {np.mean([r.eval_return for r in members]):.0f} '
         f'| {raw_text} | - '
-        f'| {_meets(dict(iqm=norm.point, high=norm.high), 1.0) if norm else "-"} '
+        f'| {meets} '
         f'| {_fmt(cpu, 1)} | {norm_text} |')
   w('\nThe **all tasks** rows pool every run of every task with a row at '
     'that budget: the IQM of raw returns (DMC\'s common 0-1000 scale) with '

@@ -201,9 +201,9 @@ def test_report_from_partial_data(tmp_path):
   md = (tmp_path / 'DMC.md').read_text()
   t100 = _table(md, '100k')
   cart = [l for l in t100 if l.startswith('| CartpoleSwingup |')]
-  # Seeds 800, 900, 850: mean = IQM = 850 (3 runs: nothing trimmed); CURL's
-  # 835 reached; CPU (600 + 720 + 600) / 3 s = 640 s = 10.7 min; seed 0's row came
-  # from 119,808 env steps, which the note shows.
+  # Seeds 800, 900, 850: mean = IQM = 850 (3 runs: nothing trimmed);
+  # CURL's 835 reached; CPU (600 + 720 + 600) / 3 s = 640 s = 10.7 min;
+  # seed 0's row came from 119,808 env steps, which the note shows.
   assert len(cart) == 1
   cells = [c.strip() for c in cart[0].strip('|').split('|')]
   assert cells[:4] == ['CartpoleSwingup', 'sac', '3*', '850']
