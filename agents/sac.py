@@ -200,9 +200,9 @@ def make(config: Config, spec: EnvSpec) -> Recipe:
     next_a, next_logp = actor.apply(
         state.actor, jax.lax.stop_gradient(features(state.critic, next_obs))
     ).sample_and_log_prob(k_next)
-    q_next = jnp.min(critic_apply(
-        state.target_critic, features(state.target_critic, next_obs), next_a),
-                     0)
+    q1_next, q2_next = critic_apply(
+        state.target_critic, features(state.target_critic, next_obs), next_a)
+    q_next = losses.clipped_double_q(q1_next, q2_next)
     target = jax.vmap(lambda r, d, q, lp: losses.sac_critic_target(
         r, d, q, lp, alpha=alpha))(batch.reward, batch.discount, q_next, next_logp)
     target = jax.lax.stop_gradient(target)
@@ -225,7 +225,7 @@ def make(config: Config, spec: EnvSpec) -> Recipe:
     # Actor: maximise the soft Q of its own reparameterised actions.
     def actor_loss(params):
       a, logp = actor.apply(params, feats).sample_and_log_prob(k_pi)
-      q_pi = jnp.min(critic_apply(critic_params, feats, a), 0)
+      q_pi = losses.clipped_double_q(*critic_apply(critic_params, feats, a))
       loss = jax.vmap(lambda qv, lp: losses.sac_actor_loss(
           qv, lp, alpha=alpha))(q_pi, logp)
       return jnp.mean(loss), logp

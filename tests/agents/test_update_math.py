@@ -411,3 +411,139 @@ def test_replay_and_schedule_come_from_the_config(name):
   other = MODULES[name].make(dataclasses.replace(c, n_step=5, discount=0.9),
                              SPEC)
   assert (other.replay.n_step, other.replay.discount) == (5, 0.9)
+
+
+# SAC: the same hand-set critics, a tanh-Gaussian actor with zero weights
+# (its head bias is [mean (A), raw log std (A)] for every observation), and a
+# temperature held fixed (alpha_lr = 0) or stepped alone.
+
+from roxie.agents import sac  # pylint: disable=g-import-not-at-top,g-bad-import-order
+from roxie.networks import distributions  # pylint: disable=g-import-not-at-top,g-bad-import-order
+
+SAC_MEAN = np.array([0.5, -0.5], np.float32)
+SAC_RAW_LOG_STD = np.zeros((A,), np.float32)  # log std -1.5 in (-5, 2).
+
+
+def _sac(**overrides):
+  key = ('sac', tuple(sorted(overrides.items())))
+  if key not in _RECIPES:
+    config = sac.Config(**dict(dict(
+        hidden_sizes=(H,), layer_norm=False, batch_size=N, actor_lr=1e-2,
+        critic_lr=5e-2, alpha_lr=1e-2), **overrides))
+    recipe = sac.make(config, SPEC)
+    state = recipe.init(jax.random.PRNGKey(0), SPEC)
+
+    @jax.jit
+    def run(state, batch, keys):
+      return jax.lax.scan(lambda s, k: recipe.update(s, batch, k), state,
+                          keys)
+
+    _RECIPES[key] = (recipe, state, jax.jit(recipe.update), run)
+  return _RECIPES[key]
+
+
+def _sac_actor(template):
+  return _constant_actor(template, np.concatenate([SAC_MEAN,
+                                                   SAC_RAW_LOG_STD]))
+
+
+def _sac_head_bias(actor_params):
+  return [np.asarray(leaf) for path, leaf in
+          jax.tree_util.tree_flatten_with_path(actor_params)[0]
+          if 'head' in jax.tree_util.keystr(path)
+          and jax.tree_util.keystr(path).endswith("['b']")][0]
+
+
+def _sac_mean_log_prob(num_samples=400_000):
+  """E[log pi(a|s)] of the hand-set actor, by sampling its distribution."""
+  log_std = -5. + 0.5 * 7. * (np.tanh(SAC_RAW_LOG_STD) + 1.)
+  dist = distributions.TanhGaussian(
+      mean=jnp.broadcast_to(SAC_MEAN, (num_samples, A)),
+      log_std=jnp.broadcast_to(jnp.asarray(log_std, jnp.float32),
+                               (num_samples, A)))
+  _, log_prob = dist.sample_and_log_prob(jax.random.PRNGKey(123))
+  return float(jnp.mean(log_prob))
+
+
+@pytest.mark.parametrize('alpha', [0.05, 2.])
+def test_sac_critic_learns_the_soft_target_of_the_frozen_twin_critics(alpha):
+  # Q1' = 1, Q2' = 3 s0 (6 at next_obs): the soft target's mean is
+  # r + discount * (min(Q1', Q2') - alpha * E[log pi(a'|s')]). The max of
+  # the twins (6), the online critic, or obs (Q2' = -6) land elsewhere.
+  recipe, state, _, run = _sac(tau=0., actor_lr=0., alpha_lr=0.,
+                               init_alpha=alpha)
+  del recipe
+  state = state._replace(
+      actor=_sac_actor(state.actor), critic=_zeros(state.critic),
+      target_critic=_set_critic(state.target_critic,
+                                [_q_linear(1., {}), _q_linear(0., {0: 3.})]))
+  batch = _batch(REWARD, DISCOUNT)
+  keys = jax.random.split(jax.random.PRNGKey(1), 500)
+  _, metrics = run(state, batch, keys)
+  q = np.asarray(metrics['q'][-100:]).mean()
+  np.testing.assert_allclose(np.asarray(metrics['alpha']), alpha, rtol=1e-6)
+  expected = _expected_mean_target(1. - alpha * _sac_mean_log_prob())
+  np.testing.assert_allclose(q, expected, atol=0.03)
+
+
+def test_sac_actor_climbs_the_minimum_of_the_twin_critics():
+  # Q1 = a_0, Q2 = -a_0: where a_0 > 0 (mean 0.5, std 0.22) the minimum is
+  # Q2, so the actor's mean for a_0 falls by one Adam step (lr); the max, or
+  # Q1 alone, would raise it. The temperature is ~0 so the entropy term
+  # cannot decide the sign.
+  recipe, state, update, _ = _sac(critic_lr=0., alpha_lr=0., init_alpha=1e-6)
+  state = state._replace(
+      actor=_sac_actor(state.actor),
+      critic=_set_critic(state.critic, [_q_linear(0., {O: 1.}),
+                                        _q_linear(0., {O: -1.})]))
+  new, _ = update(state, _batch(REWARD, DISCOUNT), jax.random.PRNGKey(2))
+  lr = recipe.config.actor_lr
+  np.testing.assert_allclose(_sac_head_bias(new.actor)[0], SAC_MEAN[0] - lr,
+                             rtol=1e-4)
+
+
+def test_sac_actor_raises_its_entropy_against_a_flat_critic():
+  # A constant critic leaves only alpha * log pi in the actor loss: every
+  # raw log std rises by one Adam step, and the means move towards 0 (tanh's
+  # squashing concentrates density away from 0).
+  recipe, state, update, _ = _sac(critic_lr=0., alpha_lr=0., init_alpha=1.)
+  state = state._replace(actor=_sac_actor(state.actor),
+                         critic=_zeros(state.critic))
+  new, _ = update(state, _batch(REWARD, DISCOUNT), jax.random.PRNGKey(2))
+  lr = recipe.config.actor_lr
+  np.testing.assert_allclose(
+      _sac_head_bias(new.actor),
+      np.concatenate([SAC_MEAN - lr * np.sign(SAC_MEAN),
+                      SAC_RAW_LOG_STD + lr]), rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize('target_entropy,direction', [(5., 1.), (-5., -1.)])
+def test_sac_temperature_steps_towards_the_entropy_target(target_entropy,
+                                                          direction):
+  # The hand-set policy's entropy is -E[log pi] ~ -0.6: below a target of 5
+  # alpha must rise, above a target of -5 it must fall, by one Adam step.
+  assert -5. < -_sac_mean_log_prob() < 5.
+  recipe, state, update, _ = _sac(critic_lr=0., actor_lr=0.,
+                                  target_entropy=target_entropy)
+  state = state._replace(actor=_sac_actor(state.actor))
+  new, metrics = update(state, _batch(REWARD, DISCOUNT),
+                        jax.random.PRNGKey(2))
+  np.testing.assert_allclose(
+      float(new.log_alpha),
+      float(state.log_alpha) + direction * recipe.config.alpha_lr, rtol=1e-5)
+  np.testing.assert_allclose(float(metrics['alpha']),
+                             np.exp(float(state.log_alpha)), rtol=1e-6)
+
+
+def test_sac_target_critic_moves_by_tau_on_every_leaf():
+  tau = 0.25
+  _, state, update, _ = _sac(tau=tau)
+  state = state._replace(
+      target_critic=_perturbed(state.critic, jax.random.PRNGKey(4)))
+  new, _ = update(state, _batch(REWARD, DISCOUNT), jax.random.PRNGKey(5))
+  for o, t_old, t_new in zip(jax.tree.leaves(new.critic),
+                             jax.tree.leaves(state.target_critic),
+                             jax.tree.leaves(new.target_critic)):
+    np.testing.assert_allclose(t_new, tau * o + (1. - tau) * t_old,
+                               atol=1e-6)
+    assert not np.allclose(t_new, t_old)
