@@ -1,6 +1,6 @@
-"""Optimiser constructors the recipes share."""
+"""Optimiser constructors and the optimiser step the recipes share."""
 
-from typing import Optional
+from typing import Optional, Tuple
 
 import optax
 
@@ -21,3 +21,22 @@ def adam(learning_rate: float,
   if max_grad_norm is None:
     return opt
   return optax.chain(optax.clip_by_global_norm(max_grad_norm), opt)
+
+
+def step(optimizer: optax.GradientTransformation, params: optax.Params,
+         opt_state: optax.OptState,
+         grads: optax.Updates) -> Tuple[optax.Params, optax.OptState]:
+  """One optimiser step: the updates of `grads`, applied to `params`.
+
+  Args:
+    optimizer: an optax gradient transformation (e.g. from `adam`).
+    params: the parameters the gradients are of (some transformations, such
+      as weight decay, read them).
+    opt_state: the optimiser's state for `params`.
+    grads: gradients of the loss, shaped like `params`.
+
+  Returns:
+    (new params, new optimiser state).
+  """
+  updates, opt_state = optimizer.update(grads, opt_state, params)
+  return optax.apply_updates(params, updates), opt_state
