@@ -1,0 +1,316 @@
+"""One off-policy actor-critic skeleton: DDPG, TD3, D4PG and TD4 are its cases.
+
+"Continuous control with deep reinforcement learning", Lillicrap et al., 2015
+(https://arxiv.org/abs/1509.02971), is the shape every case shares: a
+deterministic tanh actor mu(s) climbs a critic Q(s, a); the critic regresses
+to a target built from slowly moving (Polyak) copies of both networks at the
+next observation; exploration adds Gaussian noise whose scale decays linearly
+with the agent's own update count (`State.steps`), so the schedule lives in
+the state and needs nothing from the loop.
+
+What a recipe states is only what differs, as arguments of `make`:
+
+  critic        the critic network, a haiku function `(obs, action) -> out`:
+                one Q-value, a stack of K (an ensemble, for clipped double Q
+                or REDQ-style minima), or distributions over atoms;
+  target        `(target critics' out at (s', a'), batch) -> target`, over
+                however many critics `out` holds (min of two, lower-mean
+                head, ...); computed outside the gradient;
+  critic_loss   `(out, target, batch) -> (loss, q)` for the online critics;
+  actor_value   `out -> [N]`, the value the actor climbs (the first critic,
+                a distribution's mean);
+  smoothing     TD3's clipped Gaussian noise on the target action, or None;
+  policy_delay  critic updates per actor and target update (a `lax.cond` on
+                the update counter, so the update stays one program);
+  target_networks  False bootstraps from the online networks (CrossQ-style);
+                the state keeps its target fields, equal to the online ones.
+
+The replay's n-step windows (`Config.n_step`) arrive folded into
+`Transition(reward, discount, next_obs)`, so every target is written for one
+step.
+
+From pixels (dict observations): the critic reads observations through a
+shared conv encoder (`networks.encoded_critic`) trained by the critic loss;
+the actor and target actor read its features through a stop-gradient (the
+target actor the target encoder's); sampled observations are randomly
+shifted (DrQ). Flat observations pass through unchanged.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, NamedTuple, Optional, Tuple
+
+import haiku as hk
+import jax
+import jax.numpy as jnp
+import optax
+
+from roxie import buffers, losses, networks, optim
+from roxie.types import EnvSpec, Recipe, ReplaySpec, Transition, check_spec
+
+
+@dataclasses.dataclass(frozen=True)
+class Config(networks.PixelConfig):
+  """What every case shares; the defaults suit a 2-core CPU.
+
+  The published large-scale settings (1024 envs, 20 gradient steps per 2048
+  env steps, noise decayed over ~50M env steps) are one config away:
+
+    Config(num_envs=1024, steps_per_iteration=2, updates_per_iteration=20,
+           warmup_steps=10_000, replay_capacity=500_000, batch_size=512,
+           n_step=5, max_grad_norm=1.0, noise_decay_updates=500_000)
+  """
+  # Collection and schedule.
+  num_envs: int = 8
+  total_steps: int = 200_000
+  steps_per_iteration: int = 1  # Env steps per env between update bursts.
+  updates_per_iteration: int = 4  # Gradient steps per burst.
+  warmup_steps: int = 5_000  # Uniform random actions first.
+  # Replay and targets.
+  replay_capacity: int = 500_000
+  batch_size: int = 256
+  n_step: int = 3
+  discount: float = 0.99
+  tau: float = 0.005
+  # Exploration: Gaussian noise, std decayed linearly over the first updates.
+  noise_start: float = 0.4
+  noise_end: float = 0.1
+  noise_decay_updates: int = 50_000
+  # Networks and optimisation.
+  hidden_sizes: Tuple[int, ...] = (256, 256)
+  layer_norm: bool = True
+  actor_lr: float = 3e-4
+  critic_lr: float = 3e-4
+  max_grad_norm: Optional[float] = None
+  # Control steps per decision (`roxie.envs.wrappers.ActionRepeat`); runs
+  # from pixels use 8 (PIXEL_DEFAULTS), as DrQ does on Cartpole.
+  action_repeat: int = 1
+
+
+# What `roxie train --obs pixels` changes in the defaults above (`--set`
+# still wins): the off-policy recipes' shared settings from pixels
+# (`networks.PIXEL_RUN_DEFAULTS`), DrQ's actor learning rate, and the
+# exploration noise decayed over 10k updates.
+PIXEL_DEFAULTS = dict(networks.PIXEL_RUN_DEFAULTS, actor_lr=1e-3,
+                      noise_decay_updates=10_000)
+
+
+class State(NamedTuple):
+  """The agent state of every case (checkpoints depend on these names)."""
+  actor: hk.Params
+  critic: hk.Params  # An ensemble's members stacked on a leading axis.
+  target_actor: hk.Params
+  target_critic: hk.Params
+  actor_opt: optax.OptState
+  critic_opt: optax.OptState
+  steps: jnp.ndarray  # [] int32 critic updates made; drives the noise schedule.
+
+
+# The deterministic actor and the export hooks (roxie.export): every case's
+# state holds `actor` and `critic`.
+policy_params = networks.deterministic_policy_params
+make_policy = networks.make_deterministic_policy
+
+
+def critic_kwargs(config: Config, spec: EnvSpec) -> dict:
+  """The critic constructors' shared keyword arguments for `spec`.
+
+  On flat observations the critic checks their size; from pixels it reads
+  encoder features, whose width it takes as given.
+  """
+  return dict(hidden_sizes=config.hidden_sizes, layer_norm=config.layer_norm,
+              obs_size=spec.obs_size if spec.obs_shapes is None else None,
+              action_size=spec.action_size)
+
+
+@dataclasses.dataclass(frozen=True)
+class DelayedConfig(Config):
+  """TD3's additions: target policy smoothing and a delayed actor."""
+  policy_delay: int = 2  # Critic updates per actor (and target) update.
+  target_noise: float = 0.2  # Std of the target policy smoothing noise.
+  target_noise_clip: float = 0.5
+
+
+@dataclasses.dataclass(frozen=True)
+class CategoricalConfig(Config):
+  """A categorical critic's atoms on [v_min, v_max] (D4PG's).
+
+  None derives an end of the range from the discount: the suite's rewards
+  lie in [0, 1], so every discounted value, n-step or not, lies in
+  [0, 1 / (1 - discount)]; the default range spans it with margins of 5%
+  below and 20% above, which at discount 0.99 is exactly D4PG's published
+  [-5, 120].
+  """
+  num_atoms: int = 51  # As in the D4PG paper; the published runs used 101.
+  v_min: Optional[float] = None  # Default: -0.05 / (1 - discount).
+  v_max: Optional[float] = None  # Default: 1.2 / (1 - discount).
+
+
+def categorical_critic_kwargs(config: CategoricalConfig,
+                              spec: EnvSpec) -> dict:
+  """`critic_kwargs` plus the support of a categorical critic.
+
+  Raises:
+    ValueError: unless v_min < v_max.
+  """
+  horizon = 1. / (1. - config.discount)
+  v_min = config.v_min if config.v_min is not None else -0.05 * horizon
+  v_max = config.v_max if config.v_max is not None else 1.2 * horizon
+  if not v_min < v_max:
+    raise ValueError(f'Need v_min < v_max, got {v_min} and {v_max}.')
+  return dict(critic_kwargs(config, spec), v_min=v_min, v_max=v_max,
+              num_atoms=config.num_atoms)
+
+
+def make(config: Config, spec: EnvSpec, *, name: str,
+         critic: Callable[[Any, jnp.ndarray], Any],
+         target: Callable[[Any, Transition], Any],
+         critic_loss: Callable[[Any, Any, Transition], Tuple[Any, Any]],
+         actor_value: Callable[[Any], jnp.ndarray] = lambda out: out,
+         smoothing: Optional[Tuple[float, float]] = None,
+         policy_delay: int = 1,
+         target_networks: bool = True,
+         saturation_weight: float = 0.,
+         saturation_threshold: float = 2.) -> Recipe:
+  """Builds an off-policy deterministic actor-critic recipe.
+
+  Args:
+    config: the shared hyperparameters (a recipe's Config extends `Config`).
+    spec: the environments' spec.
+    name: the recipe's name.
+    critic: haiku function `(obs or features [N, F], action [N, A]) -> out`
+      (built inside `hk.transform`; its module names are the parameters').
+    target: `(out of the target critics at (s', a'), batch) -> target`, where
+      a' is the target actor's (smoothed) action; no gradient flows through.
+    critic_loss: `(out of the online critics at (s, a), target, batch) ->
+      (scalar loss, q)`; `q` is averaged into the 'q' metric.
+    actor_value: `out at (s, mu(s)) -> [N]` value the actor climbs.
+    smoothing: (std, clip) of TD3's clipped Gaussian noise added to the
+      target action; None adds none.
+    policy_delay: critic updates per actor and target update, >= 1.
+    target_networks: whether to bootstrap from Polyak-averaged target
+      networks (False: from the online ones).
+    saturation_weight, saturation_threshold: the actor's pre-tanh saturation
+      penalty (`losses.dpg_actor_loss`); weight 0 turns it off.
+
+  Returns:
+    The recipe; its update's metrics are 'critic_loss', 'actor_loss', 'q' and
+    'noise_std'.
+  """
+  c = config
+  if policy_delay < 1:
+    raise ValueError(f'policy_delay must be >= 1, got {policy_delay}.')
+  actor_opt = optim.adam(c.actor_lr, c.max_grad_norm)
+  critic_opt = optim.adam(c.critic_lr, c.max_grad_norm)
+  noise_std = buffers.linear_schedule(c.noise_start, c.noise_end,
+                                      c.noise_decay_updates)
+  noise = buffers.gaussian_noise(stddev=noise_std)
+  actor = networks.deterministic_actor(c, spec)
+  net = networks.encoded_critic(hk.without_apply_rng(hk.transform(critic)),
+                                networks.encoder_from_config(c, spec))
+
+  def init(key, env_spec: EnvSpec) -> State:
+    check_spec(spec, env_spec)
+    k_actor, k_critic = jax.random.split(key)
+    obs = (jnp.zeros((1, spec.obs_size)) if net.encoder is None
+           else net.encoder.dummy_obs(1))
+    critic_params = net.init(k_critic, obs, jnp.zeros((1, spec.action_size)))
+    actor_params = actor.init(k_actor, net.actor_input(critic_params, obs))
+    return State(actor=actor_params, critic=critic_params,
+                 target_actor=actor_params, target_critic=critic_params,
+                 actor_opt=actor_opt.init(actor_params),
+                 critic_opt=critic_opt.init(critic_params),
+                 steps=jnp.zeros((), jnp.int32))
+
+  def act(state: State, obs, key, *, explore: bool = True):
+    action = actor.apply(state.actor,
+                         net.actor_input(state.critic, obs)).action
+    if not explore:
+      return action, {}
+    # The noise scale is the schedule's value at the agent's update count.
+    eps, _ = noise.sample(
+        buffers.NoiseState(noise=jnp.zeros_like(action), count=state.steps),
+        key)
+    return jnp.clip(action + eps, -1., 1.), {}
+
+  def update(state: State, batch: Transition, key):
+    explore_std = noise_std(state.steps)
+    # From pixels the images are shifted; the key is split only where both
+    # the shift and the smoothing noise need one.
+    k_smooth = k_augment = key
+    if net.encoder is not None and smoothing is not None:
+      k_smooth, k_augment = jax.random.split(key)
+    batch = net.augment(k_augment, batch)
+
+    # Critics: regress to the target at the target actor's action a' at s'
+    # (with clipped smoothing noise when asked for).
+    target_actor, target_critic = ((state.target_actor, state.target_critic)
+                                   if target_networks else
+                                   (state.actor, state.critic))
+    next_a = actor.apply(target_actor, net.actor_input(
+        target_critic, batch.next_obs)).action
+    if smoothing is not None:
+      std, clip = smoothing
+      eps = jnp.clip(std * jax.random.normal(k_smooth, next_a.shape),
+                     -clip, clip)
+      next_a = jnp.clip(next_a + eps, -1., 1.)
+    y = target(net.apply(target_critic, batch.next_obs, next_a), batch)
+
+    def critic_objective(params):
+      return critic_loss(net.apply(params, batch.obs, batch.action), y, batch)
+
+    (c_loss, q), grads = jax.value_and_grad(critic_objective, has_aux=True)(
+        state.critic)
+    critic_params, critic_opt_state = optim.step(
+        critic_opt, state.critic, state.critic_opt, grads)
+    state = state._replace(critic=critic_params, critic_opt=critic_opt_state,
+                           steps=state.steps + 1)
+
+    # Actor (and targets): climb the new critic at the actor's own action;
+    # gradients reach only the actor's parameters.
+    def actor_objective(params, critic_params):
+      out = actor.apply(params, net.actor_input(critic_params, batch.obs))
+      q_pi = actor_value(net.apply(critic_params, batch.obs, out.action))
+      pre_tanh = out.pre_tanh if saturation_weight > 0 else None
+      return jnp.mean(jax.vmap(lambda q, p: losses.dpg_actor_loss(
+          q, p, saturation_weight=saturation_weight,
+          threshold=saturation_threshold))(q_pi, pre_tanh))
+
+    def update_actor_and_targets(s: State):
+      a_loss, grads = jax.value_and_grad(actor_objective)(s.actor, s.critic)
+      actor_params, actor_opt_state = optim.step(actor_opt, s.actor,
+                                                 s.actor_opt, grads)
+      if target_networks:
+        new_targets = dict(
+            target_actor=optax.incremental_update(
+                actor_params, s.target_actor, c.tau),
+            target_critic=net.polyak(s.critic, s.target_critic, c.tau,
+                                     c.encoder_tau))
+      else:
+        new_targets = dict(target_actor=actor_params, target_critic=s.critic)
+      return s._replace(actor=actor_params, actor_opt=actor_opt_state,
+                        **new_targets), a_loss
+
+    if policy_delay == 1:
+      state, a_loss = update_actor_and_targets(state)
+    else:
+      def delayed(s: State):
+        # Scaled so that its mean over consecutive updates is the mean loss
+        # of the actor updates among them.
+        s, a_loss = update_actor_and_targets(s)
+        return s, a_loss * policy_delay
+
+      state, a_loss = jax.lax.cond(state.steps % policy_delay == 0, delayed,
+                                   lambda s: (s, jnp.zeros(())), state)
+    metrics = {'critic_loss': c_loss, 'actor_loss': a_loss, 'q': jnp.mean(q),
+               'noise_std': explore_std}
+    return state, metrics
+
+  return Recipe(
+      name=name, config=c, init=init, act=act, update=update, on_policy=False,
+      replay=ReplaySpec(capacity=c.replay_capacity, batch_size=c.batch_size,
+                        n_step=c.n_step, discount=c.discount),
+      steps_per_iteration=c.steps_per_iteration,
+      updates_per_iteration=c.updates_per_iteration,
+      warmup_steps=c.warmup_steps)
