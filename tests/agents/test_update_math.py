@@ -30,7 +30,7 @@ import numpy as np
 import pytest
 
 from roxie.agents import d4pg, ddpg, td3, td4
-from roxie.types import EnvSpec, ReplaySpec, Transition
+from roxie.types import EnvSpec, ReplaySpec, Rollout, Transition
 
 O, A, H, K = 3, 2, 8, 11  # obs size, action size, hidden width, atoms.
 SPEC = EnvSpec(task='Synthetic', obs_size=O, action_size=A,
@@ -547,3 +547,327 @@ def test_sac_target_critic_moves_by_tau_on_every_leaf():
     np.testing.assert_allclose(t_new, tau * o + (1. - tau) * t_old,
                                atol=1e-6)
     assert not np.allclose(t_new, t_old)
+
+
+# MPO: a Gaussian policy with zero weights (head bias [mean (A), raw log std
+# (A)], log std soft-bounded into (-5, 3.6)), the hand-set critics (MPO's
+# critic uses ELU, which is the identity on the positive inputs `_q_linear`
+# feeds it), and one Adam step per dual.
+
+from roxie.agents import mpo  # pylint: disable=g-import-not-at-top,g-bad-import-order
+
+RAW_TINY_STD = -10.  # log std ~ -5: std ~ 0.007.
+
+
+def _mpo(**overrides):
+  key = ('mpo', tuple(sorted(overrides.items())))
+  if key not in _RECIPES:
+    config = mpo.Config(**dict(dict(
+        hidden_sizes=(H,), layer_norm=False, batch_size=N, num_samples=8,
+        policy_lr=1e-2, critic_lr=5e-2, dual_lr=1e-2,
+        action_penalty_epsilon=0.), **overrides))
+    recipe = mpo.make(config, SPEC)
+    state = recipe.init(jax.random.PRNGKey(0), SPEC)
+
+    @jax.jit
+    def run(state, batch, keys):
+      return jax.lax.scan(lambda s, k: recipe.update(s, batch, k), state,
+                          keys)
+
+    _RECIPES[key] = (recipe, state, jax.jit(recipe.update), run)
+  return _RECIPES[key]
+
+
+def _gaussian_policy(template, mean, raw_log_std):
+  return _constant_actor(template, np.concatenate(
+      [np.asarray(mean, np.float32),
+       np.broadcast_to(np.float32(raw_log_std), (A,))]))
+
+
+def test_mpo_critic_learns_the_target_critic_under_the_target_policy():
+  # Q' = 1 + 3 s0 + 2 a_0; the target policy acts 0.3 (std ~0.007), the
+  # online one -0.3: the TD target's mean is r + discount * 7.6 (6.4 with
+  # the online policy's samples, -4.4 at obs).
+  _, state, _, run = _mpo(tau=0., policy_lr=0., dual_lr=0.)
+  state = state._replace(
+      critic=_zeros(state.critic),
+      policy=_gaussian_policy(state.policy, [-0.3, 0.], RAW_TINY_STD),
+      target_policy=_gaussian_policy(state.policy, [0.3, 0.], RAW_TINY_STD),
+      target_critic=_set_critic(state.target_critic,
+                                [_q_linear(1., {0: 3., O: 2.})]))
+  keys = jax.random.split(jax.random.PRNGKey(1), 400)
+  _, metrics = run(state, _batch(REWARD, DISCOUNT), keys)
+  q = np.asarray(metrics['q'][-50:]).mean()
+  np.testing.assert_allclose(q, _expected_mean_target(7.6), atol=0.03)
+
+
+def _mpo_dual_step(target_mean, online_mean, critic_heads, **overrides):
+  recipe, state, update, _ = _mpo(tau=0., critic_lr=0., **overrides)
+  state = state._replace(
+      policy=_gaussian_policy(state.policy, online_mean, 0.),
+      target_policy=_gaussian_policy(state.policy, target_mean, 0.),
+      target_critic=(_zeros(state.target_critic) if critic_heads is None else
+                     _set_critic(state.target_critic, critic_heads)))
+  new, metrics = update(state, _batch(REWARD, DISCOUNT), jax.random.PRNGKey(3))
+  lr = recipe.config.dual_lr
+  step = jax.tree.map(lambda a, b: np.asarray(a - b) / lr, new.duals,
+                      state.duals)
+  return step, metrics, (state, new)
+
+
+def test_mpo_temperature_dual_steps_towards_the_kl_bound():
+  # A flat critic gives uniform E-step weights (KL 0 < epsilon): the
+  # temperature falls by one Adam step; a steep one (Q = 100 a_0) puts the
+  # weights on the best of 8 samples (KL ~ log 8 > epsilon): it rises.
+  step, metrics, _ = _mpo_dual_step([0., 0.], [0., 0.], None)
+  np.testing.assert_allclose(step.log_temperature, -1., rtol=1e-4)
+  np.testing.assert_allclose(metrics['kl_e_step'], 0., atol=1e-5)
+  step, metrics, _ = _mpo_dual_step([0., 0.], [0., 0.],
+                                    [_q_linear(0., {O: 100.})])
+  np.testing.assert_allclose(step.log_temperature, 1., rtol=1e-4)
+  assert float(metrics['kl_e_step']) > 1.
+
+
+def test_mpo_m_step_duals_step_towards_their_kl_bounds():
+  # Online policy == target policy: both KLs are 0, below their bounds, so
+  # every alpha falls by one Adam step. Online mean moved away from the
+  # target (same std): alpha_mean rises (per dimension), alpha_std falls.
+  step, _, _ = _mpo_dual_step([0., 0.], [0., 0.], None)
+  np.testing.assert_allclose(step.log_alpha_mean, [-1., -1.], rtol=1e-4)
+  np.testing.assert_allclose(step.log_alpha_std, [-1., -1.], rtol=1e-4)
+  step, metrics, _ = _mpo_dual_step([0., 0.], [0.5, -0.5], None)
+  np.testing.assert_allclose(step.log_alpha_mean, [1., 1.], rtol=1e-4)
+  np.testing.assert_allclose(step.log_alpha_std, [-1., -1.], rtol=1e-4)
+  assert float(metrics['kl_mean']) > 0.
+
+
+def test_mpo_policy_moves_towards_the_e_step_weights():
+  # Q' = 10 a_0: the E-step weights favour samples with large a_0, so the
+  # weighted maximum likelihood raises the mean of a_0 by one Adam step
+  # (softmax(-Q) would lower it). Online == target, so the KL penalties
+  # have zero gradient here.
+  recipe, state, update, _ = _mpo(tau=0., critic_lr=0., dual_lr=0.)
+  state = state._replace(
+      policy=_gaussian_policy(state.policy, [0., 0.], 0.),
+      target_policy=_gaussian_policy(state.policy, [0., 0.], 0.),
+      target_critic=_set_critic(state.target_critic,
+                                [_q_linear(0., {O: 10.})]))
+  new, _ = update(state, _batch(REWARD, DISCOUNT), jax.random.PRNGKey(3))
+  np.testing.assert_allclose(_sac_head_bias(new.policy)[0],
+                             recipe.config.policy_lr, rtol=1e-4)
+
+
+def test_mpo_hard_target_copies_every_period():
+  _, state, update, _ = _mpo(target_update_period=3)
+  state = state._replace(
+      target_policy=_perturbed(state.policy, jax.random.PRNGKey(3)),
+      target_critic=_perturbed(state.critic, jax.random.PRNGKey(4)))
+  batch = _batch(REWARD, DISCOUNT)
+  for i in range(6):
+    new, _ = update(state, batch, jax.random.PRNGKey(20 + i))
+    for field in ('policy', 'critic'):
+      target, old_target = (getattr(new, 'target_' + field),
+                            getattr(state, 'target_' + field))
+      expected = getattr(new, field) if i in (2, 5) else old_target
+      for x, y in zip(jax.tree.leaves(target), jax.tree.leaves(expected)):
+        np.testing.assert_array_equal(x, y, err_msg=f'update {i} {field}')
+    state = new
+
+
+def test_mpo_polyak_targets_move_by_tau_on_every_leaf():
+  tau = 0.25
+  _, state, update, _ = _mpo(tau=tau)
+  state = state._replace(
+      target_policy=_perturbed(state.policy, jax.random.PRNGKey(3)),
+      target_critic=_perturbed(state.critic, jax.random.PRNGKey(4)))
+  new, _ = update(state, _batch(REWARD, DISCOUNT), jax.random.PRNGKey(5))
+  for field in ('policy', 'critic'):
+    for o, t_old, t_new in zip(jax.tree.leaves(getattr(new, field)),
+                               jax.tree.leaves(getattr(state,
+                                                       'target_' + field)),
+                               jax.tree.leaves(getattr(new,
+                                                       'target_' + field))):
+      np.testing.assert_allclose(t_new, tau * o + (1. - tau) * t_old,
+                                 atol=1e-6)
+      assert not np.allclose(t_new, t_old)
+
+
+# PPO: advantages from `ppo.rollout_advantages` against a NumPy GAE, and the
+# update on rollouts made by the recipe's own `act` (so stored
+# log-probabilities are the current policy's), with one epoch of one
+# minibatch, a constant learning rate and no gradient clipping: the first
+# step of Adam's direction moves each parameter by lr * sign(gradient).
+
+from roxie.agents import ppo  # pylint: disable=g-import-not-at-top,g-bad-import-order
+
+T, B = 4, 8
+
+
+def _np_gae(reward, terminated, truncated, value, value_next, gamma, lam):
+  """[T, B] GAE(lambda) and returns, cut at episode ends, in plain NumPy."""
+  adv = np.zeros_like(reward)
+  following = np.zeros_like(reward[0])
+  for t in reversed(range(reward.shape[0])):
+    discount = gamma * (1. - terminated[t])
+    delta = reward[t] + discount * value_next[t] - value[t]
+    ended = np.logical_or(terminated[t], truncated[t])
+    following = delta + np.where(ended, 0., discount * lam * following)
+    adv[t] = following
+  return adv, adv + value
+
+
+def _rollout(key, reward_fn, *, terminated=None, truncated=None, state=None,
+             recipe=None):
+  """A [T, B] rollout; with a recipe, acted by its `act` from `state`."""
+  k_obs, k_final, k_last, k_act = jax.random.split(key, 4)
+  obs = jax.random.normal(k_obs, (T, B, O))
+  zeros = jnp.zeros((T, B), bool)
+  if recipe is None:
+    action = jnp.zeros((T, B, A))
+    extras = {'value': jax.random.normal(k_act, (T, B))}
+  else:
+    action, extras = jax.vmap(
+        lambda o, k: recipe.act(state, o, k, explore=True))(
+            obs, jax.random.split(k_act, T))
+  return Rollout(
+      obs=obs, action=action, reward=reward_fn(extras),
+      terminated=zeros if terminated is None else terminated,
+      truncated=zeros if truncated is None else truncated,
+      final_obs=jax.random.normal(k_final, (T, B, O)), extras=extras,
+      last_obs=jax.random.normal(k_last, (B, O)))
+
+
+def test_ppo_advantages_bootstrap_from_final_obs_and_stop_at_ends():
+  terminated = np.zeros((T, B), bool)
+  truncated = np.zeros((T, B), bool)
+  terminated[1, :3] = True
+  truncated[2, 3:6] = True
+  truncated[0, 7] = terminated[3, 7] = True
+  rollout = _rollout(jax.random.PRNGKey(0),
+                     lambda e: jnp.arange(T * B, dtype=jnp.float32).reshape(
+                         T, B) / 10., terminated=jnp.asarray(terminated),
+                     truncated=jnp.asarray(truncated))
+  value_fn = lambda o: 2. * o[..., 0] - o[..., 1]
+  gae = jax.jit(lambda r: ppo.rollout_advantages(
+      r, value_fn, discount=0.9, lambda_=0.8))(rollout)
+  r = jax.tree.map(np.asarray, rollout)
+  adv, ret = _np_gae(r.reward, terminated, truncated, r.extras['value'],
+                     np.asarray(value_fn(r.final_obs)), 0.9, 0.8)
+  np.testing.assert_allclose(gae.advantages, adv, rtol=1e-5, atol=1e-5)
+  np.testing.assert_allclose(gae.returns, ret, rtol=1e-5, atol=1e-5)
+
+
+def _ppo(**overrides):
+  key = ('ppo', tuple(sorted(overrides.items())))
+  if key not in _RECIPES:
+    config = ppo.Config(**dict(dict(
+        num_envs=B, rollout_length=T, hidden_sizes=(H,), num_epochs=1,
+        num_minibatches=1, target_kl=None, max_grad_norm=None,
+        entropy_coef=0., learning_rate=1e-2, discount=0.,
+        normalize_observations=False, normalize_advantages=False),
+                                   **overrides))
+    recipe = ppo.make(config, SPEC)
+    state = recipe.init(jax.random.PRNGKey(0), SPEC)
+    state = state._replace(
+        actor=_constant_actor(state.actor, np.array([0.2, -0.1], np.float32)),
+        critic=_zeros(state.critic))
+    # _constant_actor zeroed the state-independent log std too: set it.
+    state = state._replace(actor=jax.tree_util.tree_map_with_path(
+        lambda p, x: (jnp.full_like(x, -0.5)
+                      if 'log_std' in jax.tree_util.keystr(p) else x),
+        state.actor))
+    _RECIPES[key] = (recipe, state, jax.jit(recipe.update), None)
+  return _RECIPES[key]
+
+
+def _ppo_mean_bias(actor_params):
+  return _sac_head_bias(actor_params)
+
+
+def test_ppo_policy_climbs_the_advantage():
+  # discount 0 and a zero value network: the advantage is the reward,
+  # which grows with the sampled a_0, so the mean of a_0 rises by lr.
+  recipe, state, update, _ = _ppo()
+  rollout = _rollout(jax.random.PRNGKey(1),
+                     lambda e: e['raw_action'][..., 0], state=state,
+                     recipe=recipe)
+  new, metrics = update(state, rollout, jax.random.PRNGKey(2))
+  np.testing.assert_allclose(_ppo_mean_bias(new.actor)[0],
+                             0.2 + recipe.config.learning_rate, rtol=1e-4)
+  np.testing.assert_allclose(metrics['approx_kl'], 0., atol=1e-6)
+
+
+def test_ppo_clipped_ratio_stops_the_policy_gradient():
+  # Positive advantages and a ratio of e > 1 + epsilon everywhere: the
+  # clipped surrogate is flat, so the actor does not move. With ratio 1 it
+  # does.
+  recipe, state, update, _ = _ppo()
+  rollout = _rollout(jax.random.PRNGKey(1),
+                     lambda e: 5. + e['raw_action'][..., 0], state=state,
+                     recipe=recipe)
+  assert np.all(rollout.reward > 0.)
+  moved, _ = update(state, rollout, jax.random.PRNGKey(2))
+  assert not np.allclose(_ppo_mean_bias(moved.actor),
+                         _ppo_mean_bias(state.actor))
+  stale = rollout._replace(extras=dict(
+      rollout.extras, log_prob=rollout.extras['log_prob'] - 1.))
+  new, metrics = update(state, stale, jax.random.PRNGKey(2))
+  for x, y in zip(jax.tree.leaves(new.actor), jax.tree.leaves(state.actor)):
+    np.testing.assert_array_equal(x, y)
+  np.testing.assert_allclose(metrics['clip_fraction'], 1.)
+  del recipe
+
+
+@pytest.mark.parametrize('normalize', [True, False])
+def test_ppo_advantage_normalisation_ignores_a_reward_offset(normalize):
+  recipe, state, update, _ = _ppo(normalize_advantages=normalize)
+  rollout = _rollout(jax.random.PRNGKey(1),
+                     lambda e: e['raw_action'][..., 0], state=state,
+                     recipe=recipe)
+  a, _ = update(state, rollout, jax.random.PRNGKey(2))
+  b, _ = update(state, rollout._replace(reward=rollout.reward - 5.),
+                jax.random.PRNGKey(2))
+  same = all(np.allclose(x, y, atol=1e-6) for x, y in
+             zip(jax.tree.leaves(a.actor), jax.tree.leaves(b.actor)))
+  # Standardised advantages make the update blind to the offset; raw ones
+  # turn it into a push towards less likely actions.
+  assert same == normalize
+  del recipe
+
+
+def test_ppo_value_network_fits_the_gae_returns():
+  # Zero weights: the value network is its output bias, which many epochs
+  # fit to the mean of the returns computed with the value of the state
+  # before the update (2 everywhere), truncation bootstrapping included.
+  recipe, state, update, _ = _ppo(num_epochs=300, discount=0.9,
+                                  gae_lambda=0.8, learning_rate=2e-2)
+  state = state._replace(critic=jax.tree_util.tree_map_with_path(
+      lambda p, x: (jnp.full_like(x, 2.) if 'head' in jax.tree_util.keystr(p)
+                    and jax.tree_util.keystr(p).endswith("['b']") else x),
+      state.critic))
+  terminated = np.zeros((T, B), bool)
+  truncated = np.zeros((T, B), bool)
+  terminated[1, :3] = True
+  truncated[2, 3:6] = True
+  rollout = _rollout(jax.random.PRNGKey(1),
+                     lambda e: 1. + e['raw_action'][..., 0], state=state,
+                     recipe=recipe, terminated=jnp.asarray(terminated),
+                     truncated=jnp.asarray(truncated))
+  np.testing.assert_allclose(rollout.extras['value'], 2., rtol=1e-6)
+  new, _ = update(state, rollout, jax.random.PRNGKey(2))
+  _, returns = _np_gae(np.asarray(rollout.reward), terminated, truncated,
+                       np.full((T, B), 2.), np.full((T, B), 2.), 0.9, 0.8)
+  _, extras = recipe.act(new, rollout.obs[0], jax.random.PRNGKey(0),
+                         explore=False)
+  np.testing.assert_allclose(extras['value'], returns.mean(), atol=0.02)
+
+
+def test_ppo_observation_statistics_fold_in_the_rollout():
+  recipe, state, update, _ = _ppo(normalize_observations=True)
+  rollout = _rollout(jax.random.PRNGKey(1), lambda e: e['raw_action'][..., 0],
+                     state=state, recipe=recipe)
+  new, _ = update(state, rollout, jax.random.PRNGKey(2))
+  obs = np.asarray(rollout.obs).reshape(-1, O)
+  np.testing.assert_allclose(new.obs_stats.mean, obs.mean(0), atol=1e-5)
+  np.testing.assert_allclose(new.obs_stats.var, obs.var(0), rtol=1e-4)
+  del recipe
