@@ -32,6 +32,8 @@ from roxie.losses.sac import sac_actor_loss
 from roxie.losses.sac import sac_critic_target
 from roxie.losses.sac import sac_temperature_loss
 from roxie.losses.value_learning import clipped_double_q
+from roxie.losses.value_learning import ensemble_min_q
+from roxie.losses.value_learning import ensemble_q_target
 from roxie.losses.value_learning import td_target
 from roxie.losses.value_learning import twin_q_target
 
@@ -42,6 +44,8 @@ __all__ = (
     'clipped_double_q',
     'dpg_actor_loss',
     'dpg_loss',
+    'ensemble_min_q',
+    'ensemble_q_target',
     'gae_advantages',
     'GaeOutput',
     'gaussian_entropy',

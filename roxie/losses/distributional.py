@@ -2,10 +2,10 @@
 
 A critic outputs logits over K fixed atoms. The Bellman target shifts and
 scales the atoms by the reward and discount and projects the result back onto
-the support (`rlax.categorical_l2_project`); the critic is trained with the
-cross-entropy to that projected distribution. For twin distributional critics
-(TD4-style) the target distribution is the one of the head with the lower mean.
-Functions take one unbatched example; batch with `jax.vmap`.
+the support (as `rlax.categorical_l2_project` does); the critic is trained
+with the cross-entropy to that projected distribution. For twin distributional
+critics (TD4-style) the target distribution is the one of the head with the
+lower mean. Functions take one unbatched example; batch with `jax.vmap`.
 
 Argument convention: the per-example arrays come first, positionally, in time
 order (logits or probabilities, then `r_t`, `discount_t`, `probs_t`); the fixed
@@ -18,7 +18,8 @@ shared support, close over it: `jax.vmap(functools.partial(f, atoms=atoms))`.
 import chex
 import jax
 import jax.numpy as jnp
-import rlax
+
+from roxie.losses import _checks
 
 Array = chex.Array
 Numeric = chex.Numeric
@@ -36,11 +37,47 @@ def categorical_mean(x: Array, *, atoms: Array,
   Returns:
     [] float mean, sum_k p_k atoms_k.
   """
-  chex.assert_rank([x, atoms], 1)
-  chex.assert_type([x, atoms], float)
-  chex.assert_equal_shape([x, atoms])
+  _checks.check_rank('categorical_mean', 1, x=x, atoms=atoms)
+  _checks.check_dtype('categorical_mean', float, x=x, atoms=atoms)
+  _checks.check_same_shape('categorical_mean', x=x, atoms=atoms)
   probs = jax.nn.softmax(x) if from_logits else x
   return jnp.sum(probs * atoms)
+
+
+def _project_onto_support(values: Array, probs: Array, atoms: Array) -> Array:
+  """Projects masses `probs` at `values` onto `atoms` (Cramer projection).
+
+  Each mass is clipped into [atoms[0], atoms[-1]] and split between the two
+  atoms around it in proportion to closeness: atom i receives
+  probs[j] * max(0, 1 - |values[j] - atoms[i]| / gap), where gap is the
+  spacing from atom i to its neighbour on the side of values[j]. This is
+  `rlax.categorical_l2_project`, written here so that importing roxie.losses
+  does not import rlax (and through it distrax and TensorFlow Probability).
+
+  Args:
+    values: [J] float positions of the masses.
+    probs: [J] float masses.
+    atoms: [K] float support, increasing.
+
+  Returns:
+    [K] float projected masses.
+  """
+  clipped = jnp.clip(values, atoms[0], atoms[-1])
+  offset = clipped[None, :] - atoms[:, None]  # [K, J], value minus atom.
+  # Inverse spacing to the next atom up and down; the outermost atoms have no
+  # neighbour outside the support (their inverse gap is 0, so a clipped mass
+  # sitting exactly on one keeps weight 1), and repeated atoms would divide by
+  # zero.
+  gap_up = jnp.concatenate([atoms[1:] - atoms[:-1], jnp.zeros((1,),
+                                                              atoms.dtype)])
+  gap_down = jnp.concatenate([jnp.zeros((1,), atoms.dtype),
+                              atoms[1:] - atoms[:-1]])
+  inv_up = jnp.where(gap_up > 0, 1. / jnp.where(gap_up > 0, gap_up, 1.), 0.)
+  inv_down = jnp.where(gap_down > 0,
+                       1. / jnp.where(gap_down > 0, gap_down, 1.), 0.)
+  distance = jnp.where(offset >= 0, offset * inv_up[:, None],
+                       -offset * inv_down[:, None])
+  return jnp.sum(jnp.clip(1. - distance, 0., 1.) * probs[None, :], axis=-1)
 
 
 def categorical_td_target(
@@ -71,10 +108,13 @@ def categorical_td_target(
   Returns:
     [K] float target probabilities on `atoms`.
   """
-  chex.assert_rank([atoms, r_t, discount_t, probs_t], [1, 0, 0, 1])
-  chex.assert_type([atoms, r_t, discount_t, probs_t], float)
-  chex.assert_equal_shape([atoms, probs_t])
-  target = rlax.categorical_l2_project(r_t + discount_t * atoms, probs_t, atoms)
+  fn = 'categorical_td_target'
+  _checks.check_rank(fn, 0, r_t=r_t, discount_t=discount_t)
+  _checks.check_rank(fn, 1, probs_t=probs_t, atoms=atoms)
+  _checks.check_dtype(fn, float, r_t=r_t, discount_t=discount_t,
+                      probs_t=probs_t, atoms=atoms)
+  _checks.check_same_shape(fn, probs_t=probs_t, atoms=atoms)
+  target = _project_onto_support(r_t + discount_t * atoms, probs_t, atoms)
   return jax.lax.stop_gradient(target) if stop_target_gradients else target
 
 
@@ -107,10 +147,14 @@ def categorical_td_loss(
   Returns:
     [] float cross-entropy loss.
   """
-  chex.assert_rank([logits_tm1, atoms, r_t, discount_t, probs_t],
-                   [1, 1, 0, 0, 1])
-  chex.assert_type([logits_tm1, atoms, r_t, discount_t, probs_t], float)
-  chex.assert_equal_shape([logits_tm1, atoms, probs_t])
+  fn = 'categorical_td_loss'
+  _checks.check_rank(fn, 0, r_t=r_t, discount_t=discount_t)
+  _checks.check_rank(fn, 1, logits_tm1=logits_tm1, probs_t=probs_t,
+                     atoms=atoms)
+  _checks.check_dtype(fn, float, logits_tm1=logits_tm1, r_t=r_t,
+                      discount_t=discount_t, probs_t=probs_t, atoms=atoms)
+  _checks.check_same_shape(fn, logits_tm1=logits_tm1, probs_t=probs_t,
+                           atoms=atoms)
   target = categorical_td_target(
       r_t, discount_t, probs_t, atoms=atoms,
       stop_target_gradients=stop_target_gradients)
@@ -148,9 +192,14 @@ def twin_categorical_target(
   Returns:
     [K] float target probabilities on `atoms`.
   """
-  chex.assert_rank([logits1_t, logits2_t, atoms, blend], [1, 1, 1, 0])
-  chex.assert_type([logits1_t, logits2_t, atoms], float)
-  chex.assert_equal_shape([logits1_t, logits2_t, atoms])
+  fn = 'twin_categorical_target'
+  _checks.check_rank(fn, 1, logits1_t=logits1_t, logits2_t=logits2_t,
+                     atoms=atoms)
+  _checks.check_rank(fn, 0, blend=blend)
+  _checks.check_dtype(fn, float, logits1_t=logits1_t, logits2_t=logits2_t,
+                      atoms=atoms)
+  _checks.check_same_shape(fn, logits1_t=logits1_t, logits2_t=logits2_t,
+                           atoms=atoms)
   probs1 = jax.nn.softmax(logits1_t)
   probs2 = jax.nn.softmax(logits2_t)
   first_is_low = (categorical_mean(probs1, atoms=atoms, from_logits=False) <=

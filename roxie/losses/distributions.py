@@ -11,6 +11,8 @@ import math
 import chex
 import jax.numpy as jnp
 
+from roxie.losses import _checks
+
 Array = chex.Array
 
 _HALF_LOG_TWO_PI = 0.5 * math.log(2. * math.pi)
@@ -27,9 +29,9 @@ def gaussian_log_prob(x: Array, mean: Array, std: Array) -> Array:
   Returns:
     [] float log N(x; mean, diag(std^2)).
   """
-  chex.assert_rank([x, mean, std], 1)
-  chex.assert_type([x, mean, std], float)
-  chex.assert_equal_shape([x, mean, std])
+  _checks.check_rank('gaussian_log_prob', 1, x=x, mean=mean, std=std)
+  _checks.check_dtype('gaussian_log_prob', float, x=x, mean=mean, std=std)
+  _checks.check_same_shape('gaussian_log_prob', x=x, mean=mean, std=std)
   z = (x - mean) / std
   return jnp.sum(-0.5 * z ** 2 - jnp.log(std) - _HALF_LOG_TWO_PI)
 
@@ -47,8 +49,8 @@ def gaussian_entropy(std: Array) -> Array:
   Returns:
     [] float entropy in nats.
   """
-  chex.assert_rank(std, 1)
-  chex.assert_type(std, float)
+  _checks.check_rank('gaussian_entropy', 1, std=std)
+  _checks.check_dtype('gaussian_entropy', float, std=std)
   return jnp.sum(jnp.log(std) + 0.5 + _HALF_LOG_TWO_PI)
 
 
@@ -68,9 +70,13 @@ def gaussian_kl(mean_p: Array, std_p: Array, mean_q: Array,
   Returns:
     [A] float per-dimension KL divergences.
   """
-  chex.assert_rank([mean_p, std_p, mean_q, std_q], 1)
-  chex.assert_type([mean_p, std_p, mean_q, std_q], float)
-  chex.assert_equal_shape([mean_p, std_p, mean_q, std_q])
+  fn = 'gaussian_kl'
+  _checks.check_rank(fn, 1, mean_p=mean_p, std_p=std_p, mean_q=mean_q,
+                     std_q=std_q)
+  _checks.check_dtype(fn, float, mean_p=mean_p, std_p=std_p, mean_q=mean_q,
+                      std_q=std_q)
+  _checks.check_same_shape(fn, mean_p=mean_p, std_p=std_p, mean_q=mean_q,
+                           std_q=std_q)
   var_ratio = (std_p / std_q) ** 2
   mean_term = ((mean_p - mean_q) / std_q) ** 2
   return 0.5 * (var_ratio + mean_term - 1.) - jnp.log(std_p / std_q)

@@ -12,8 +12,10 @@ take one unbatched example; batch with `jax.vmap`.
 from typing import Optional
 
 import chex
+import jax
 import jax.numpy as jnp
-import rlax
+
+from roxie.losses import _checks
 
 Array = chex.Array
 Numeric = chex.Numeric
@@ -29,8 +31,9 @@ def dpg_loss(
   """Deterministic policy gradient loss from an action gradient dQ/da.
 
   The loss is 0.5 * ||stop_gradient(a_t + dqda_t) - a_t||^2 summed over action
-  dimensions (rlax returns it per dimension), so its gradient with respect to
-  `a_t` is exactly -dqda_t (after optional clipping of its L2 norm).
+  dimensions (`rlax.dpg_loss` returns it per dimension), so its gradient with
+  respect to `a_t` is exactly -dqda_t (after optional clipping of its L2
+  norm).
 
   See "Deterministic Policy Gradient Algorithms", Silver et al., 2014
   (http://proceedings.mlr.press/v32/silver14.pdf).
@@ -46,12 +49,26 @@ def dpg_loss(
   Returns:
     [] float loss.
   """
-  chex.assert_rank([a_t, dqda_t], [1, 1])
-  chex.assert_type([a_t, dqda_t], float)
-  chex.assert_equal_shape([a_t, dqda_t])
-  per_dimension = rlax.dpg_loss(a_t, dqda_t, dqda_clipping=dqda_clipping,
-                                use_stop_gradient=stop_action_gradients)
-  return jnp.sum(per_dimension)
+  _checks.check_rank('dpg_loss', 1, a_t=a_t, dqda_t=dqda_t)
+  _checks.check_dtype('dpg_loss', float, a_t=a_t, dqda_t=dqda_t)
+  _checks.check_same_shape('dpg_loss', a_t=a_t, dqda_t=dqda_t)
+  if dqda_clipping is not None:
+    dqda_t = _clip_by_norm(dqda_t, dqda_clipping)
+  target = a_t + dqda_t
+  if stop_action_gradients:
+    target = jax.lax.stop_gradient(target)
+  return 0.5 * jnp.sum(jnp.square(target - a_t))
+
+
+def _clip_by_norm(x: Array, max_norm: Numeric) -> Array:
+  """Scales `x` down to L2 norm `max_norm` if it is longer."""
+  squared_norm = jnp.sum(jnp.square(x))
+  # sqrt has an infinite derivative at 0: keep 0 away from it (and from its
+  # gradient) rather than masking a NaN afterwards.
+  positive = squared_norm > 0
+  norm = jnp.where(positive,
+                   jnp.sqrt(jnp.where(positive, squared_norm, 1.)), 0.)
+  return x * max_norm / jnp.maximum(norm, max_norm)
 
 
 def saturation_penalty(pre_tanh: Array, *, threshold: Numeric = 2.) -> Array:
@@ -68,8 +85,9 @@ def saturation_penalty(pre_tanh: Array, *, threshold: Numeric = 2.) -> Array:
   Returns:
     [] float penalty.
   """
-  chex.assert_rank([pre_tanh, threshold], [1, 0])
-  chex.assert_type(pre_tanh, float)
+  _checks.check_rank('saturation_penalty', 1, pre_tanh=pre_tanh)
+  _checks.check_rank('saturation_penalty', 0, threshold=threshold)
+  _checks.check_dtype('saturation_penalty', float, pre_tanh=pre_tanh)
   excess = jnp.maximum(jnp.abs(pre_tanh) - threshold, 0.)
   return jnp.sum(excess ** 2)
 
@@ -101,8 +119,8 @@ def dpg_actor_loss(
   Returns:
     [] float loss.
   """
-  chex.assert_rank(q_value, 0)
-  chex.assert_type(q_value, float)
+  _checks.check_rank('dpg_actor_loss', 0, q_value=q_value)
+  _checks.check_dtype('dpg_actor_loss', float, q_value=q_value)
   loss = -q_value
   if pre_tanh is not None:
     loss = loss + saturation_weight * saturation_penalty(

@@ -32,6 +32,7 @@ import chex
 import jax
 import jax.numpy as jnp
 
+from roxie.losses import _checks
 from roxie.losses import distributions
 
 Array = chex.Array
@@ -98,16 +99,30 @@ def mpo_e_step(
   Returns:
     An `MpoEStepOutput`.
   """
-  chex.assert_rank([q_values, log_temperature, epsilon], [1, 0, 0])
-  chex.assert_type([q_values, log_temperature], float)
+  _checks.check_rank('mpo_e_step', 1, q_values=q_values)
+  _checks.check_rank('mpo_e_step', 0, log_temperature=log_temperature,
+                     epsilon=epsilon)
+  _checks.check_dtype('mpo_e_step', float, q_values=q_values,
+                      log_temperature=log_temperature)
   num_samples = q_values.shape[0]
   q_values = jax.lax.stop_gradient(q_values)
   temperature = positive_fn(log_temperature)
 
-  scaled = q_values / temperature
-  log_mean_exp = jax.nn.logsumexp(scaled) - math.log(num_samples)
-  temperature_loss = temperature * epsilon + temperature * log_mean_exp
-  weights = jax.lax.stop_gradient(jax.nn.softmax(scaled))
+  # Shift BEFORE scaling. softmax(q / eta) subtracts max(q / eta) itself, but
+  # under jit XLA may fuse q * (1 / eta) - max into one FMA that rounds
+  # differently from the max it subtracts: with max|q| / eta beyond ~2e9 the
+  # largest shifted logit is then hundreds rather than 0, and exp overflows
+  # (weights NaN, dual inf). q - max(q) is exact, and exactly 0 at the
+  # maximum however it is scaled, so exp(shifted) lies in (0, 1] with one 1.
+  q_max = jnp.max(q_values)
+  shifted = (q_values - q_max) / temperature
+  exp_shifted = jnp.exp(shifted)
+  sum_exp = jnp.sum(exp_shifted)  # In [1, N].
+  # eta * log(1/N sum_i exp(q_i / eta)) = max(q) + eta * log(1/N sum_i ...).
+  log_mean_exp = jnp.log(sum_exp) - math.log(num_samples)
+  temperature_loss = (temperature * epsilon + q_max +
+                      temperature * log_mean_exp)
+  weights = jax.lax.stop_gradient(exp_shifted / sum_exp)
   return MpoEStepOutput(weights=weights, temperature_loss=temperature_loss,
                         temperature=temperature)
 
@@ -178,19 +193,30 @@ def mpo_m_step(
   Returns:
     An `MpoMStepOutput`.
   """
-  alpha_rank = 1 if per_dimension else 0
-  chex.assert_rank(
-      [online_mean, online_std, target_mean, target_std, actions, weights,
-       log_alpha_mean, log_alpha_std, epsilon_mean, epsilon_std],
-      [1, 1, 1, 1, 2, 1, alpha_rank, alpha_rank, 0, 0])
-  chex.assert_type(
-      [online_mean, online_std, target_mean, target_std, actions, weights,
-       log_alpha_mean, log_alpha_std], float)
-  chex.assert_equal_shape(
-      [online_mean, online_std, target_mean, target_std, actions[0]])
-  chex.assert_equal_shape([weights, actions[:, 0]])
+  fn = 'mpo_m_step'
+  _checks.check_rank(fn, 1, online_mean=online_mean, online_std=online_std,
+                     target_mean=target_mean, target_std=target_std,
+                     weights=weights)
+  _checks.check_rank(fn, 2, actions=actions)
+  _checks.check_rank(fn, 1 if per_dimension else 0,
+                     log_alpha_mean=log_alpha_mean,
+                     log_alpha_std=log_alpha_std)
+  _checks.check_rank(fn, 0, epsilon_mean=epsilon_mean, epsilon_std=epsilon_std)
+  _checks.check_dtype(
+      fn, float, online_mean=online_mean, online_std=online_std,
+      target_mean=target_mean, target_std=target_std, actions=actions,
+      weights=weights, log_alpha_mean=log_alpha_mean,
+      log_alpha_std=log_alpha_std)
+  _checks.check_same_shape(
+      fn, online_mean=online_mean, online_std=online_std,
+      target_mean=target_mean, target_std=target_std,
+      **{'actions[0]': actions[0]})
+  _checks.check_same_shape(fn, weights=weights,
+                           **{'actions[:, 0]': actions[:, 0]})
   if per_dimension:
-    chex.assert_equal_shape([log_alpha_mean, log_alpha_std, online_mean])
+    _checks.check_same_shape(fn, log_alpha_mean=log_alpha_mean,
+                             log_alpha_std=log_alpha_std,
+                             online_mean=online_mean)
   weights = jax.lax.stop_gradient(weights)
   target_mean = jax.lax.stop_gradient(target_mean)
   target_std = jax.lax.stop_gradient(target_std)

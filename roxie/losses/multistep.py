@@ -23,6 +23,8 @@ import chex
 import jax
 import jax.numpy as jnp
 
+from roxie.losses import _checks
+
 Array = chex.Array
 Numeric = chex.Numeric
 
@@ -43,6 +45,16 @@ class NStepOutput(NamedTuple):
 def _maybe_stop_gradient(x: Array, stop: bool) -> Array:
   # `stop` is a Python bool: there is no reason to trace both branches.
   return jax.lax.stop_gradient(x) if stop else x
+
+
+def _discounted(discount: Array, value: Array) -> Array:
+  """discount * value, exactly 0 wherever the discount is 0.
+
+  A terminated step has discount 0 and nothing to bootstrap from, so its
+  value may be anything, NaN included (e.g. computed from padding); a product
+  would turn 0 * NaN into NaN. A select keeps it out.
+  """
+  return jnp.where(discount == 0, jnp.zeros_like(value), discount * value)
 
 
 def n_step_transition(r_t: Array, discount_t: Array,
@@ -75,9 +87,11 @@ def n_step_transition(r_t: Array, discount_t: Array,
     An `NStepOutput` of scalars: the folded reward, the bootstrap discount and
     the int32 index of the step to bootstrap after.
   """
-  chex.assert_rank([r_t, discount_t, end_t], [1, 1, 1])
-  chex.assert_type([r_t, discount_t, end_t], [float, float, bool])
-  chex.assert_equal_shape([r_t, discount_t, end_t])
+  fn = 'n_step_transition'
+  _checks.check_rank(fn, 1, r_t=r_t, discount_t=discount_t, end_t=end_t)
+  _checks.check_dtype(fn, float, r_t=r_t, discount_t=discount_t)
+  _checks.check_dtype(fn, bool, end_t=end_t)
+  _checks.check_same_shape(fn, r_t=r_t, discount_t=discount_t, end_t=end_t)
   n = r_t.shape[0]
 
   # argmax returns the first True; with no True at all the window is whole.
@@ -111,7 +125,8 @@ def n_step_returns(
 
   `v_t[k]` must be the value of the TRUE next observation of step k (the final
   observation where the episode ended), so a truncated window bootstraps from
-  the state it actually reached; on termination discount_k = 0 removes it.
+  the state it actually reached; on termination discount_k = 0 removes it
+  (by a select: a NaN v_t there does not reach the returns).
   Every G_t equals `reward + discount * v_t[last]` of `n_step_transition` on
   the window starting at t.
 
@@ -132,9 +147,13 @@ def n_step_returns(
   Returns:
     [T] float n-step return targets.
   """
-  chex.assert_rank([r_t, discount_t, end_t, v_t], [1, 1, 1, 1])
-  chex.assert_type([r_t, discount_t, end_t, v_t], [float, float, bool, float])
-  chex.assert_equal_shape([r_t, discount_t, end_t, v_t])
+  fn = 'n_step_returns'
+  _checks.check_rank(fn, 1, r_t=r_t, discount_t=discount_t, end_t=end_t,
+                     v_t=v_t)
+  _checks.check_dtype(fn, float, r_t=r_t, discount_t=discount_t, v_t=v_t)
+  _checks.check_dtype(fn, bool, end_t=end_t)
+  _checks.check_same_shape(fn, r_t=r_t, discount_t=discount_t, end_t=end_t,
+                           v_t=v_t)
   if n < 1:
     raise ValueError(f'n must be at least 1, got {n}.')
   seq_len = r_t.shape[0]
@@ -158,7 +177,7 @@ def n_step_returns(
     v_i = v_pad[i:i + seq_len]
     # The last step of a window bootstraps even without an episode end.
     bootstrap_here = stop_pad[i:i + seq_len] | (i == n - 1)
-    returns = r_i + d_i * jnp.where(bootstrap_here, v_i, returns)
+    returns = r_i + _discounted(d_i, jnp.where(bootstrap_here, v_i, returns))
   return _maybe_stop_gradient(returns, stop_target_gradients)
 
 
@@ -181,7 +200,8 @@ def lambda_returns(
   with G_{T-1} = r_{T-1} + discount_{T-1} v_{T-1}. Unlike `rlax.lambda_returns`
   the recursion never mixes two episodes, and `v_t[t]` is the value of the
   TRUE next observation of step t, so a truncated step bootstraps from the
-  state it reached. With no episode ends it equals `rlax.lambda_returns`.
+  state it reached. A terminated step (discount 0) ignores its v_t, even a
+  NaN one. With no episode ends it equals `rlax.lambda_returns`.
 
   See "Reinforcement Learning: An Introduction", Sutton & Barto, 2018, ch. 12
   (http://incompleteideas.net/book/the-book-2nd.html).
@@ -197,10 +217,15 @@ def lambda_returns(
   Returns:
     [T] float lambda-return targets.
   """
-  chex.assert_rank([r_t, discount_t, end_t, v_t, lambda_], [1, 1, 1, 1, {0, 1}])
-  chex.assert_type([r_t, discount_t, end_t, v_t, lambda_],
-                   [float, float, bool, float, float])
-  chex.assert_equal_shape([r_t, discount_t, end_t, v_t])
+  fn = 'lambda_returns'
+  _checks.check_rank(fn, 1, r_t=r_t, discount_t=discount_t, end_t=end_t,
+                     v_t=v_t)
+  _checks.check_rank(fn, {0, 1}, lambda_=lambda_)
+  _checks.check_dtype(fn, float, r_t=r_t, discount_t=discount_t, v_t=v_t,
+                      lambda_=lambda_)
+  _checks.check_dtype(fn, bool, end_t=end_t)
+  _checks.check_same_shape(fn, r_t=r_t, discount_t=discount_t, end_t=end_t,
+                           v_t=v_t)
   lambda_t = jnp.broadcast_to(jnp.asarray(lambda_, v_t.dtype), v_t.shape)
   # An episode end (and the sequence end) forbids looking further ahead. A
   # select rather than lambda = 0 keeps a non-finite return of the next
@@ -210,7 +235,7 @@ def lambda_returns(
   def step(g_next, xs):
     r, d, v, lam, stop = xs
     ahead = jnp.where(stop, v, (1. - lam) * v + lam * g_next)
-    g = r + d * ahead
+    g = r + _discounted(d, ahead)
     return g, g
 
   _, returns = jax.lax.scan(

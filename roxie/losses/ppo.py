@@ -3,7 +3,7 @@
 PPO works on a chunk of on-policy experience. Unlike the other modules, one
 "example" here is a whole [T] vector: a trajectory for `gae_advantages`, a
 flat minibatch of steps for the losses (as in `rlax.clipped_surrogate_pg_loss`,
-which the policy loss calls). Batch several trajectories with `jax.vmap`.
+which the policy loss computes). Batch several trajectories with `jax.vmap`.
 
 Advantages must respect episode boundaries inside the chunk: the lambda trace
 is cut where an episode ended, a terminated step does not bootstrap, and a
@@ -21,7 +21,8 @@ from typing import NamedTuple, Optional
 import chex
 import jax
 import jax.numpy as jnp
-import rlax
+
+from roxie.losses import _checks
 
 Array = chex.Array
 Numeric = chex.Numeric
@@ -52,7 +53,7 @@ def ppo_policy_loss(
 
   With ratio_t = exp(log_prob_t - old_log_prob_t), the loss is
   -mean_t min(ratio_t A_t, clip(ratio_t, 1 - epsilon, 1 + epsilon) A_t), as
-  computed by `rlax.clipped_surrogate_pg_loss`. The behaviour policy's
+  `rlax.clipped_surrogate_pg_loss` computes it. The behaviour policy's
   log-probabilities are constants (their gradient is stopped).
 
   See "Proximal Policy Optimization Algorithms", Schulman et al., 2017, eq. 7
@@ -68,13 +69,22 @@ def ppo_policy_loss(
   Returns:
     A `PpoPolicyOutput`.
   """
-  chex.assert_rank([log_prob_t, old_log_prob_t, adv_t, epsilon], [1, 1, 1, 0])
-  chex.assert_type([log_prob_t, old_log_prob_t, adv_t], float)
-  chex.assert_equal_shape([log_prob_t, old_log_prob_t, adv_t])
+  fn = 'ppo_policy_loss'
+  _checks.check_rank(fn, 1, log_prob_t=log_prob_t,
+                     old_log_prob_t=old_log_prob_t, adv_t=adv_t)
+  _checks.check_rank(fn, 0, epsilon=epsilon)
+  _checks.check_dtype(fn, float, log_prob_t=log_prob_t,
+                      old_log_prob_t=old_log_prob_t, adv_t=adv_t)
+  _checks.check_same_shape(fn, log_prob_t=log_prob_t,
+                           old_log_prob_t=old_log_prob_t, adv_t=adv_t)
   log_ratio = log_prob_t - jax.lax.stop_gradient(old_log_prob_t)
   ratio = jnp.exp(log_ratio)
-  loss = rlax.clipped_surrogate_pg_loss(
-      ratio, adv_t, epsilon, use_stop_gradient=stop_advantage_gradients)
+  if stop_advantage_gradients:
+    adv_t = jax.lax.stop_gradient(adv_t)
+  clipped_ratio = jnp.clip(ratio, 1. - epsilon, 1. + epsilon)
+  # fmin, not minimum: where one product is NaN (an infinite ratio times a
+  # zero advantage) the other, finite one is kept, as rlax does.
+  loss = -jnp.mean(jnp.fmin(ratio * adv_t, clipped_ratio * adv_t))
   log_ratio = jax.lax.stop_gradient(log_ratio)
   ratio = jax.lax.stop_gradient(ratio)
   clip_fraction = jnp.mean((jnp.abs(ratio - 1.) > epsilon).astype(ratio.dtype))
@@ -112,9 +122,10 @@ def ppo_value_loss(
   Returns:
     [] float loss.
   """
-  chex.assert_rank([v_pred, v_old, returns], [1, 1, 1])
-  chex.assert_type([v_pred, v_old, returns], float)
-  chex.assert_equal_shape([v_pred, v_old, returns])
+  fn = 'ppo_value_loss'
+  _checks.check_rank(fn, 1, v_pred=v_pred, v_old=v_old, returns=returns)
+  _checks.check_dtype(fn, float, v_pred=v_pred, v_old=v_old, returns=returns)
+  _checks.check_same_shape(fn, v_pred=v_pred, v_old=v_old, returns=returns)
   if stop_target_gradients:
     returns = jax.lax.stop_gradient(returns)
   error = jnp.square(v_pred - returns)
@@ -139,17 +150,25 @@ def gae_advantages(
 
   With delta_t = r_t + discount_t v_t[t] - v_tm1[t], iterates backwards
 
-    A_t = delta_t + discount_t * lambda * (1 - end_t) * A_{t+1},  A_T = 0,
+    A_t = delta_t                                    if end_t
+    A_t = delta_t + discount_t * lambda * A_{t+1}    otherwise,  A_T = 0,
 
-  so the trace never crosses into the next episode. `v_t[t]` is the value of
-  the TRUE next observation of step t: where step t truncated it is the value
-  of the final observation, which is bootstrapped (discount_t = gamma); where
-  it terminated discount_t = 0 removes it; elsewhere it equals v_tm1[t + 1].
+  so the trace never crosses into the next episode: the cut is a select, so
+  not even a NaN of the next episode leaks back, and a terminated step
+  (discount 0) adds no bootstrap term even where its v_t is NaN. `v_t[t]` is
+  the value of the TRUE next observation of step t: where step t truncated it
+  is the value of the final observation, which is bootstrapped (discount_t =
+  gamma); where it terminated discount_t = 0 removes it; elsewhere it equals
+  v_tm1[t + 1].
   For the last step it is the value of the observation after the chunk.
 
   With no episode ends and v_t[t] = v_tm1[t + 1] this is
-  `rlax.truncated_generalized_advantage_estimation`; in general
-  `returns` equals `lambda_returns(r_t, discount_t, end_t, v_t)`.
+  `rlax.truncated_generalized_advantage_estimation`. When the values are
+  aligned, v_t[t] = v_tm1[t + 1] wherever step t did not end its episode
+  (both are the value of the same observation), `returns` equals
+  `lambda_returns(r_t, discount_t, end_t, v_t, lambda_=lambda_)` with the
+  same `lambda_`; where the values are not aligned the two differ by
+  discounted terms in v_t[t] - v_tm1[t + 1].
 
   See "High-Dimensional Continuous Control Using Generalized Advantage
   Estimation", Schulman et al., 2015 (https://arxiv.org/abs/1506.02438).
@@ -168,21 +187,29 @@ def gae_advantages(
   Returns:
     A `GaeOutput` with [T] advantages and returns (= advantages + v_tm1).
   """
-  chex.assert_rank([r_t, discount_t, end_t, v_tm1, v_t, lambda_],
-                   [1, 1, 1, 1, 1, 0])
-  chex.assert_type([r_t, discount_t, end_t, v_tm1, v_t],
-                   [float, float, bool, float, float])
-  chex.assert_equal_shape([r_t, discount_t, end_t, v_tm1, v_t])
-  delta_t = r_t + discount_t * v_t - v_tm1
-  trace_t = jnp.where(end_t, 0., discount_t * lambda_)
+  fn = 'gae_advantages'
+  _checks.check_rank(fn, 1, r_t=r_t, discount_t=discount_t, end_t=end_t,
+                     v_tm1=v_tm1, v_t=v_t)
+  _checks.check_rank(fn, 0, lambda_=lambda_)
+  _checks.check_dtype(fn, float, r_t=r_t, discount_t=discount_t, v_tm1=v_tm1,
+                      v_t=v_t)
+  _checks.check_dtype(fn, bool, end_t=end_t)
+  _checks.check_same_shape(fn, r_t=r_t, discount_t=discount_t, end_t=end_t,
+                           v_tm1=v_tm1, v_t=v_t)
+  # Selects rather than products with 0, so that 0 * NaN never happens: a
+  # terminated step's v_t and the next episode's advantages are ignored
+  # whatever they hold.
+  bootstrap_t = jnp.where(discount_t == 0, 0., discount_t * v_t)
+  delta_t = r_t + bootstrap_t - v_tm1
+  trace_t = discount_t * lambda_
 
   def step(a_next, xs):
-    delta, trace = xs
-    a = delta + trace * a_next
+    delta, trace, end = xs
+    a = jnp.where(end, delta, delta + trace * a_next)
     return a, a
 
   _, advantages = jax.lax.scan(step, jnp.zeros((), delta_t.dtype),
-                               (delta_t, trace_t), reverse=True)
+                               (delta_t, trace_t, end_t), reverse=True)
   returns = advantages + v_tm1
   if stop_target_gradients:
     advantages = jax.lax.stop_gradient(advantages)

@@ -17,6 +17,8 @@ import chex
 import jax
 import jax.numpy as jnp
 
+from roxie.losses import _checks
+
 Array = chex.Array
 Numeric = chex.Numeric
 
@@ -48,8 +50,10 @@ def sac_critic_target(
   Returns:
     [] float target.
   """
-  chex.assert_rank([r_t, discount_t, q_t, log_prob_t, alpha], 0)
-  chex.assert_type([r_t, discount_t, q_t, log_prob_t], float)
+  _checks.check_rank('sac_critic_target', 0, r_t=r_t, discount_t=discount_t,
+                     q_t=q_t, log_prob_t=log_prob_t, alpha=alpha)
+  _checks.check_dtype('sac_critic_target', float, r_t=r_t,
+                      discount_t=discount_t, q_t=q_t, log_prob_t=log_prob_t)
   target = r_t + discount_t * (q_t - alpha * log_prob_t)
   return jax.lax.stop_gradient(target) if stop_target_gradients else target
 
@@ -74,8 +78,10 @@ def sac_actor_loss(q_value: Numeric, log_prob: Numeric, *,
   Returns:
     [] float loss.
   """
-  chex.assert_rank([q_value, log_prob, alpha], 0)
-  chex.assert_type([q_value, log_prob], float)
+  _checks.check_rank('sac_actor_loss', 0, q_value=q_value, log_prob=log_prob,
+                     alpha=alpha)
+  _checks.check_dtype('sac_actor_loss', float, q_value=q_value,
+                      log_prob=log_prob)
   return jax.lax.stop_gradient(alpha) * log_prob - q_value
 
 
@@ -100,7 +106,9 @@ def sac_temperature_loss(log_alpha: Numeric, log_prob: Numeric, *,
   Returns:
     [] float loss.
   """
-  chex.assert_rank([log_alpha, log_prob, target_entropy], 0)
-  chex.assert_type([log_alpha, log_prob], float)
+  _checks.check_rank('sac_temperature_loss', 0, log_alpha=log_alpha,
+                     log_prob=log_prob, target_entropy=target_entropy)
+  _checks.check_dtype('sac_temperature_loss', float, log_alpha=log_alpha,
+                      log_prob=log_prob)
   entropy_gap = -jax.lax.stop_gradient(log_prob) - target_entropy
   return jnp.exp(log_alpha) * entropy_gap

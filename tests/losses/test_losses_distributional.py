@@ -17,7 +17,8 @@ ATOMS = jnp.linspace(-2., 2., 5)  # -2, -1, 0, 1, 2.
 def test_categorical_mean_hand_case():
   probs = jnp.array([0., .5, 0., 0., .5])
   np.testing.assert_allclose(
-      distributional.categorical_mean(probs, atoms=ATOMS, from_logits=False), .5)
+      distributional.categorical_mean(probs, atoms=ATOMS, from_logits=False),
+      .5)
   logits = jnp.log(jnp.array([.1, .2, .3, .2, .2]))
   np.testing.assert_allclose(
       jax.jit(distributional.categorical_mean)(logits, atoms=ATOMS),
@@ -174,3 +175,19 @@ def test_atoms_cannot_be_passed_positionally(fn, args):
   # check. With `atoms` keyword-only, passing it by position is a TypeError.
   with pytest.raises(TypeError):
     fn(*args)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 2**31 - 1))
+def test_projection_matches_rlax_on_uneven_supports(seed):
+  # roxie writes the Cramer projection itself (to keep rlax out of the
+  # import); rlax.categorical_l2_project is the reference, on uneven atoms and
+  # with masses beyond both ends of the support.
+  rng = np.random.default_rng(seed)
+  atoms = jnp.asarray(np.sort(rng.uniform(-3., 3., 6)).astype(np.float32))
+  values = jnp.asarray(rng.uniform(-5., 5., 6).astype(np.float32))
+  probs = jax.nn.softmax(jnp.asarray(rng.normal(size=6).astype(np.float32)))
+  ours = jax.jit(distributional._project_onto_support)(values, probs, atoms)
+  theirs = rlax.categorical_l2_project(values, probs, atoms)
+  np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(jnp.sum(ours), 1., rtol=1e-5)

@@ -244,3 +244,43 @@ def test_gaussian_mpo_loss_vmaps_over_states():
     np.testing.assert_allclose(out.e_step.weights[i], single.e_step.weights,
                                rtol=1e-5)
   assert out.m_step.kl_mean.shape == (3, A)
+
+
+# Issue 14, item 13: small temperatures under jit(vmap) ----------------------
+
+
+def test_e_step_small_temperature_under_jit_vmap_is_finite():
+  # max|q| / eta ~ 3e9: XLA used to fuse q * exp(-log_eta) - max into one FMA
+  # that rounded differently from the max, so the largest shifted logit was
+  # far from 0 and exp overflowed: weights [nan, 0], dual inf.
+  q = jnp.array([[28.52589, -33.968567]] * 2)
+  log_eta = jnp.log(jnp.full((2,), 1e-8, jnp.float32))
+  out = jax.jit(jax.vmap(mpo.mpo_e_step))(q, log_eta)
+  np.testing.assert_array_equal(out.weights, [[1., 0.], [1., 0.]])
+  # eta * eps + eta * log(1/2 (exp(q_max / eta) + 0))
+  #   = q_max + eta * (eps - log 2).
+  np.testing.assert_allclose(out.temperature_loss, 28.52589, rtol=1e-6)
+  eager = mpo.mpo_e_step(q[0], log_eta[0])
+  np.testing.assert_allclose(out.temperature_loss[0], eager.temperature_loss,
+                             rtol=1e-6)
+
+
+@pytest.mark.parametrize('eta', [1e-10, 1e-8, 1e-6, 1e-3])
+def test_e_step_tiny_temperatures_give_finite_weights_and_dual(eta):
+  rng = np.random.default_rng(7)
+  q = jnp.asarray(50. * rng.normal(size=(16, N)).astype(np.float32))
+  log_eta = jnp.log(jnp.full((16,), eta, jnp.float32))
+  out = _e_step_batched(q, log_eta)
+  assert np.all(np.isfinite(out.weights))
+  np.testing.assert_allclose(out.weights.sum(-1), 1., rtol=1e-6)
+  # At such temperatures the weights put (almost) all mass on the best action
+  # and the dual is max q up to eta * (epsilon + log(1/N sum_i ...)), a term
+  # between eta * (0.1 - log N) and eta * 0.1.
+  np.testing.assert_array_equal(np.argmax(out.weights, -1), np.argmax(q, -1))
+  np.testing.assert_allclose(out.temperature_loss, q.max(-1), rtol=1e-6,
+                             atol=2. * eta + 1e-5)
+  g = jax.grad(lambda t: _e_step_batched(q, t).temperature_loss.sum())(log_eta)
+  assert np.all(np.isfinite(g))
+
+
+_e_step_batched = jax.jit(jax.vmap(mpo.mpo_e_step))

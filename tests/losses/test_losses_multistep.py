@@ -137,10 +137,13 @@ def test_n_step_transition_gradient_reaches_only_window_rewards():
 @pytest.mark.parametrize(
     'args, match',
     [
+        # The messages name the argument, not its position.
         ((jnp.ones((2, 3)), jnp.ones(3), jnp.zeros(3, bool)),
-         'input 0 has rank 2'),
-        ((jnp.ones(3), jnp.ones(()), jnp.zeros(3, bool)), 'input 1 has rank 0'),
-        ((jnp.ones(3), jnp.ones(3), jnp.zeros(3)), 'input 2 has type float32'),
+         '`r_t` must have rank 1, got rank 2'),
+        ((jnp.ones(3), jnp.ones(()), jnp.zeros(3, bool)),
+         '`discount_t` must have rank 1, got rank 0'),
+        ((jnp.ones(3), jnp.ones(3), jnp.zeros(3)),
+         '`end_t` must have a bool dtype, got dtype float32'),
         ((jnp.ones(3), jnp.ones(3), jnp.zeros(4, bool)), 'shape'),
     ],
     ids=['reward_rank', 'discount_rank', 'end_not_bool', 'length_mismatch'])
@@ -333,3 +336,34 @@ def test_lambda_returns_do_not_leak_non_finite_values_across_ends():
   v = jnp.array([0., jnp.inf, 1.])
   out = multistep.lambda_returns(r, d, end, v, lambda_=.5)
   assert np.isfinite(out[0])
+
+
+# Issue 14, item 14: a NaN bootstrap value at a terminated step ---------------
+
+
+def _nan_at_termination():
+  """Two episodes in one sequence; step 1 terminates with a NaN v_t there."""
+  r = jnp.array([1., 2., 3., 4.])
+  d = jnp.array([GAMMA, 0., GAMMA, GAMMA])
+  end = jnp.array([False, True, False, False])
+  v = jnp.array([5., jnp.nan, 6., 7.])
+  return r, d, end, v
+
+
+@pytest.mark.parametrize('fn, first_episode', [
+    (functools.partial(multistep.n_step_returns, n=3),
+     [1. + GAMMA * 2., 2.]),
+    (functools.partial(multistep.lambda_returns, lambda_=F(.8)),
+     [1. + GAMMA * (.2 * 5. + .8 * 2.), 2.]),
+], ids=['n_step_returns', 'lambda_returns'])
+def test_nan_value_at_a_terminated_step_is_ignored(fn, first_episode):
+  # The terminated step's v_t has no role (its discount is 0); 0 * NaN used to
+  # make the returns of the whole first episode NaN.
+  r, d, end, v = _nan_at_termination()
+  batch = jax.tree.map(lambda x: jnp.stack([x, x]), (r, d, end, v))
+  out = jax.jit(jax.vmap(fn))(*batch)
+  expected = fn(r, d, end, v.at[1].set(0.))
+  assert np.all(np.isfinite(out))
+  np.testing.assert_allclose(out, jnp.stack([expected, expected]), rtol=1e-6)
+  np.testing.assert_allclose(out[0, :2], first_episode, rtol=1e-6)
+

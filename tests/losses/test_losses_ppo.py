@@ -166,6 +166,56 @@ def test_gae_rank_checks():
     ppo.gae_advantages(args[0], args[1], jnp.zeros(4), *args[3:])
 
 
+def test_gae_does_not_leak_a_nan_of_the_next_episode():
+  # Step 1 truncates; the next episode has a NaN reward and a NaN value. The
+  # trace cut used to multiply the next episode's advantage by 0 (0 * NaN).
+  r = jnp.array([1., 2., jnp.nan, 4.])
+  d = jnp.full(4, GAMMA)
+  end = jnp.array([False, True, False, False])
+  v_tm1 = jnp.array([.5, 1., jnp.nan, 3.])
+  v_t = jnp.array([1., 2., 3., 4.])
+  out = jax.jit(jax.vmap(ppo.gae_advantages))(
+      *[x[None] for x in (r, d, end, v_tm1, v_t)])
+  expected = _np_gae(np.where(np.isnan(r), 0., r), d, end,
+                     np.where(np.isnan(v_tm1), 0., v_tm1), v_t, .95)
+  np.testing.assert_allclose(out.advantages[0, :2], expected[:2], rtol=1e-6)
+  np.testing.assert_allclose(out.returns[0, :2], expected[:2] + v_tm1[:2],
+                             rtol=1e-6)
+
+
+def test_gae_ignores_a_nan_value_at_a_terminated_step():
+  # Step 1 terminates (discount 0): its v_t is not bootstrapped, even if NaN.
+  r = jnp.array([1., 2., 3., 4.])
+  d = jnp.array([GAMMA, 0., GAMMA, GAMMA])
+  end = jnp.array([False, True, False, False])
+  v_tm1 = jnp.array([.5, 1., 2., 3.])
+  v_t = jnp.array([1., jnp.nan, 3., 4.])
+  out = jax.jit(jax.vmap(ppo.gae_advantages))(
+      *[x[None] for x in (r, d, end, v_tm1, v_t)])
+  expected = _np_gae(r, d, end, v_tm1, np.where(np.isnan(v_t), 0., v_t), .95)
+  assert np.all(np.isfinite(out.advantages))
+  np.testing.assert_allclose(out.advantages[0], expected, rtol=1e-5)
+  np.testing.assert_allclose(out.advantages[0, 1], 2. - 1., rtol=1e-6)
+
+
+def test_gae_returns_need_the_same_lambda_and_aligned_values():
+  # The identity in the docstring, including its conditions: with v_t[t] =
+  # v_tm1[t + 1] inside an episode and the SAME lambda the returns are
+  # lambda-returns; misaligned values break it.
+  r = jnp.array([1., -1., .5, 2.])
+  d = jnp.array([GAMMA, GAMMA, 0., GAMMA])
+  end = jnp.array([False, False, True, False])
+  v_t = jnp.array([2., 3., 9., 5.])
+  v_tm1 = jnp.array([1., 2., 3., -4.])  # v_tm1[3] is a reset observation's.
+  lam = F(.7)
+  gae = ppo.gae_advantages(r, d, end, v_tm1, v_t, lambda_=lam).returns
+  np.testing.assert_allclose(
+      gae, multistep.lambda_returns(r, d, end, v_t, lambda_=lam), rtol=1e-5)
+  misaligned = ppo.gae_advantages(r, d, end, v_tm1.at[1].set(0.), v_t,
+                                  lambda_=lam).returns
+  assert not np.allclose(misaligned[0], gae[0])
+
+
 # Policy and value losses ----------------------------------------------------
 
 
@@ -182,6 +232,27 @@ def test_policy_loss_matches_rlax_and_hand_stats():
   ratio = np.array([1., 1.5, .5, 1.1])
   np.testing.assert_allclose(out.approx_kl,
                              np.mean(ratio - 1. - np.log(ratio)), rtol=1e-5)
+
+
+@pytest.mark.parametrize('stop', [True, False])
+def test_policy_loss_and_gradients_match_rlax(stop):
+  # roxie writes the surrogate itself (to keep rlax out of the import).
+  rng = np.random.default_rng(5)
+  log_p, old, adv = (.3 * rng.normal(size=(3, 16))).astype(F)
+
+  def ours(log_p, adv):
+    return ppo.ppo_policy_loss(log_p, old, adv, epsilon=.1,
+                               stop_advantage_gradients=stop).loss
+
+  def theirs(log_p, adv):
+    return rlax.clipped_surrogate_pg_loss(
+        jnp.exp(log_p - old), adv, .1, use_stop_gradient=stop)
+
+  np.testing.assert_allclose(jax.jit(ours)(log_p, adv), theirs(log_p, adv),
+                             rtol=1e-6)
+  for g_ours, g_theirs in zip(jax.grad(ours, argnums=(0, 1))(log_p, adv),
+                              jax.grad(theirs, argnums=(0, 1))(log_p, adv)):
+    np.testing.assert_allclose(g_ours, g_theirs, rtol=1e-5, atol=1e-7)
 
 
 def test_policy_loss_gradients():
