@@ -289,9 +289,8 @@ def make(config: Config, spec: EnvSpec) -> Recipe:
 
     (c_loss, q), grads = jax.value_and_grad(critic_loss, has_aux=True)(
         state.critic)
-    updates, critic_opt_state = critic_opt.update(grads, state.critic_opt,
-                                                  state.critic)
-    critic_params = optax.apply_updates(state.critic, updates)
+    critic_params, critic_opt_state = optim.step(critic_opt, state.critic,
+                                                 state.critic_opt, grads)
     # The policy reads the (updated) online encoder's features of s' through
     # a stop-gradient, as `act` will: its loss never reaches the encoder.
     policy_feats = critic.actor_input(critic_params, batch.next_obs)
@@ -326,12 +325,11 @@ def make(config: Config, spec: EnvSpec) -> Recipe:
 
     (p_loss, out), (p_grads, d_grads) = jax.value_and_grad(
         policy_loss, argnums=(0, 1), has_aux=True)(state.policy, state.duals)
-    updates, policy_opt_state = policy_opt.update(p_grads, state.policy_opt,
-                                                  state.policy)
-    policy_params = optax.apply_updates(state.policy, updates)
-    updates, dual_opt_state = dual_opt.update(d_grads, state.dual_opt)
-    duals = jax.tree.map(lambda x: jnp.maximum(x, _MIN_LOG_DUAL),
-                         optax.apply_updates(state.duals, updates))
+    policy_params, policy_opt_state = optim.step(policy_opt, state.policy,
+                                                 state.policy_opt, p_grads)
+    duals, dual_opt_state = optim.step(dual_opt, state.duals, state.dual_opt,
+                                       d_grads)
+    duals = jax.tree.map(lambda x: jnp.maximum(x, _MIN_LOG_DUAL), duals)
 
     # 5. Targets: Polyak averaging (from pixels the target encoder at
     # encoder_tau), or hard copies (the encoder's too) every K updates.
