@@ -1,7 +1,7 @@
-"""MPO recipe: acting, the update, the duals, targets, learning.
+"""MPO recipe: acting, the update, the duals, targets.
 
-Most tests run the recipe's pure functions on synthetic batches with tiny
-networks; one learns CartpoleBalance on the native CPU backend.
+The tests run the recipe's pure functions on synthetic batches with tiny
+networks; learning is in test_learning.py.
 """
 
 import jax
@@ -9,7 +9,6 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from roxie import run
 from roxie.agents import mpo
 from roxie.types import EnvSpec, Transition
 
@@ -205,17 +204,3 @@ def test_wrong_spec_raises():
   recipe = _recipe()
   with pytest.raises(ValueError, match='built for'):
     recipe.init(jax.random.PRNGKey(0), SPEC._replace(action_size=3))
-
-
-def test_learns_cartpole_balance():
-  """MPO beats a random policy on CartpoleBalance (200-step episodes).
-
-  Random uniform actions score 114 +- 14 (50 episodes; the zero action
-  138); a balancing policy scores close to 200.
-  """
-  result = run.train(
-      'mpo', 'CartpoleBalance', steps=12_000, num_envs=8, eval_episodes=10,
-      env_options={'episode_length': 200}, verbose=False, out=None, seed=0,
-      overrides={'hidden_sizes': (128, 128), 'num_samples': 10,
-                 'warmup_steps': 2_000, 'updates_per_iteration': 2})
-  assert result.eval_return > 170., result

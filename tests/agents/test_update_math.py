@@ -517,14 +517,16 @@ def test_sac_actor_raises_its_entropy_against_a_flat_critic():
                       SAC_RAW_LOG_STD + lr]), rtol=1e-4, atol=1e-6)
 
 
-@pytest.mark.parametrize('target_entropy,direction', [(5., 1.), (-5., -1.)])
-def test_sac_temperature_steps_towards_the_entropy_target(target_entropy,
-                                                          direction):
-  # The hand-set policy's entropy is -E[log pi] ~ -0.6: below a target of 5
-  # alpha must rise, above a target of -5 it must fall, by one Adam step.
-  assert -5. < -_sac_mean_log_prob() < 5.
+@pytest.mark.parametrize('offset,direction', [(0.8, 1.), (-0.8, -1.)])
+def test_sac_temperature_steps_towards_the_entropy_target(offset, direction):
+  # The hand-set policy's entropy is H = -E[log pi] ~ -0.64. Below a target
+  # of H + 0.8 alpha must rise, above H - 0.8 it must fall, by one Adam
+  # step. (A loss that took +log pi for the entropy, 0.64, would sit above
+  # H + 0.8 and lower alpha.)
+  entropy = -_sac_mean_log_prob()
+  assert 0.5 < abs(entropy) < 1.
   recipe, state, update, _ = _sac(critic_lr=0., actor_lr=0.,
-                                  target_entropy=target_entropy)
+                                  target_entropy=float(entropy + offset))
   state = state._replace(actor=_sac_actor(state.actor))
   new, metrics = update(state, _batch(REWARD, DISCOUNT),
                         jax.random.PRNGKey(2))
