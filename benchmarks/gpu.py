@@ -46,18 +46,29 @@ What the GPU machine needs (it has no network; see
 and the CUDA 13 plugin, chex, optax, numpy, scipy, absl-py, lxml and
 orbax-checkpoint, but not MuJoCo. This script installs nothing and needs no
 `pip install -e .`: it imports roxie from this checkout (mapping `agents/` to
-`roxie.agents` itself where roxie is not installed). Carry, as cp312 wheels
-unpacked with `pip install --no-index --no-deps --target`: mujoco==3.17.0
-(27 MB), mujoco-mjx==3.17.0 (7.3 MB), dm-haiku, rlax, dm-tree, dm-env, and
-the suite's model files from dm-control==1.0.50 (its wheel is 56 MB, mostly
-locomotion and manipulation assets that roxie never reads). roxie pins jax <
-0.11 and the machine's jax is 0.11.2; the jax, jaxlib and CUDA plugin wheels
-are too large to carry, so the run uses 0.11.2 (its versions are in the
-JSON). NVIDIA Warp (`roxie[warp]` = mujoco-mjx[warp] = warp-lang==1.18.0) is
-a 149 MB wheel: over the 64 MiB a device call may carry, so it cannot travel
-whole in one call; without it the Warp items record "not installed" and the
-rest still runs. (Measured with `pip download --no-deps --python-version 3.12
---platform manylinux_2_28_x86_64`, 2026-12-01.)
+`roxie.agents` itself where roxie is not installed). The rest travels as
+wheels: `python benchmarks/gpu.py --prepare-wheels .whl` (here, with
+network) downloads the cp312 wheels of `DEVICE_WHEELS` at this environment's
+versions (mujoco 3.17.0, 25.4 MiB; mujoco-mjx, 6.9; dm-haiku, jmp, dm-tree,
+dm-env, trimesh, glfw, 1.5 together) and dm-control 1.0.50 trimmed to the
+suite (56 MB whole, 4.7 MiB trimmed): 38.5 MiB, under the 64 MiB a device
+call carries with the 2 MB tree. There, with `.whl` carried (and ignored by
+git), run `DEVICE_COMMAND` (one line there, wrapped here):
+
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir
+    --upgrade --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
+    || exit; bash benchmarks/gpu.sh
+
+roxie pins jax < 0.11 and the machine's jax is 0.11.2; the jax, jaxlib and
+CUDA plugin wheels are too large to carry, so the run uses 0.11.2 (the JSON
+records every version). NVIDIA Warp (`roxie[warp]` = mujoco-mjx[warp] =
+warp-lang 1.18.0) cannot travel in one call: its wheel is 149 MB, 115 MB of
+it one compressed library (warp/bin/warp.so). Without it the Warp items
+record "not installed" and the rest runs. (The only way to bring it is in
+pieces over successive calls on a machine kept warm, 30 s between calls,
+joined and installed there before the run.) Sizes measured with `pip
+download --python-version 3.12 --platform manylinux_2_28_x86_64` on
+2026-12-01.
 
   bash benchmarks/gpu.sh                          # on the GPU machine
   python benchmarks/gpu.py --smoke --out /tmp/gpu.json   # anywhere, ~1 min
@@ -154,7 +165,7 @@ def plan(smoke: bool) -> List[Item]:
     # iterations each, so launch overheads do not dominate.
     train = dict(task='HumanoidWalk', backend='mjx', large=True, steps=0,
                  calls=3, large_iterations=60)
-    render = dict(task='CartpoleSwingup', steps=20, repeats=3, size=64)
+    render = dict(task='CartpoleSwingup', steps=50, repeats=3, size=64)
     limits = dict(physics=(90, 30), train=(180, 90), warp=(60, 10),
                   render=(120, 40))
   items = [Item(f'mjx_physics.jax.{physics_envs[0]}', 'physics',
@@ -232,6 +243,110 @@ def item_limit(items: Sequence[Item], index: int, remaining: float
   if left < items[index].min_s:
     return None
   return min(items[index].max_s, left)
+
+
+# ------------------------------------------------- wheels for the GPU machine
+
+# What the GPU machine's image lacks of what roxie imports (KINDS.md's
+# package list against the modules a HumanoidWalk MJX run loads), as cp312
+# wheels; versions are pinned to this environment's, the ones tested here.
+DEVICE_WHEELS = ('mujoco', 'mujoco-mjx', 'dm-control', 'dm-haiku', 'jmp',
+                 'dm-tree', 'dm-env', 'trimesh', 'glfw')
+# dm_control's 56 MB wheel is mostly locomotion and manipulation assets;
+# roxie reads the suite's model files through these subpackages alone.
+DM_CONTROL_KEEP = ('dm_control/__init__.py', 'dm_control/_render/',
+                   'dm_control/mujoco/', 'dm_control/rl/', 'dm_control/suite/',
+                   'dm_control/utils/')
+DM_CONTROL_DROP = ('dm_control/suite/dog_assets/',
+                   'dm_control/suite/all_domains.png')
+CARRY_LIMIT = 64 * 2**20  # bytes one device call may carry
+_PLATFORMS = ('manylinux_2_28_x86_64', 'manylinux_2_27_x86_64',
+              'manylinux_2_17_x86_64', 'manylinux2014_x86_64',
+              'manylinux1_x86_64')
+DEVICE_COMMAND = (
+    'python3 -m pip install -q --no-index --no-deps --no-compile '
+    '--no-cache-dir --upgrade --target /tmp/site .whl/*.whl && export '
+    'PYTHONPATH=/tmp/site || exit; bash benchmarks/gpu.sh')
+
+
+def trim_wheel(path: str, keep: Sequence[str], drop: Sequence[str] = ()
+               ) -> int:
+  """Rewrites a wheel with only the members under `keep`, minus `drop`.
+
+  The .dist-info folder always stays, and its RECORD lists the kept files
+  alone, so pip installs the smaller wheel as it would the whole one.
+
+  Args:
+    path: the .whl file, rewritten in place.
+    keep: path prefixes inside the wheel to keep.
+    drop: path prefixes to leave out even under `keep`.
+
+  Returns:
+    How many members were left out.
+  """
+  import csv  # pylint: disable=g-import-not-at-top
+  import io  # pylint: disable=g-import-not-at-top
+  import zipfile  # pylint: disable=g-import-not-at-top
+
+  def kept(name: str) -> bool:
+    if name.split('/')[0].endswith('.dist-info'):
+      return True
+    return (any(name.startswith(k) for k in keep)
+            and not any(name.startswith(d) for d in drop))
+
+  left_out = 0
+  with zipfile.ZipFile(path) as src, zipfile.ZipFile(
+      path + '.tmp', 'w', zipfile.ZIP_DEFLATED) as dst:
+    for info in src.infolist():
+      if not kept(info.filename):
+        left_out += 1
+        continue
+      data = src.read(info)
+      if info.filename.endswith('.dist-info/RECORD'):
+        rows = [r for r in csv.reader(io.StringIO(data.decode()))
+                if r and kept(r[0])]
+        out = io.StringIO()
+        csv.writer(out, lineterminator='\n').writerows(rows)
+        data = out.getvalue().encode()
+      dst.writestr(info, data)
+  os.replace(path + '.tmp', path)
+  return left_out
+
+
+def prepare_wheels(folder: str) -> int:
+  """Downloads (here, with network) the wheels the GPU machine lacks.
+
+  cp312 manylinux wheels of `DEVICE_WHEELS` at this environment's versions
+  go to `folder`; dm_control's is trimmed to the suite. Prints their sizes
+  against the 64 MiB a device call carries, and the command to run there.
+
+  Returns:
+    The exit status: 0, or 1 if pip failed or the wheels are too large.
+  """
+  from importlib import metadata  # pylint: disable=g-import-not-at-top
+  pins = [f'{n}=={metadata.version(n)}' for n in DEVICE_WHEELS]
+  cmd = [sys.executable, '-m', 'pip', 'download', '-q', '--no-deps',
+         '--only-binary=:all:', '--python-version', '3.12',
+         '--implementation', 'cp', '-d', folder, *pins]
+  for plat in _PLATFORMS:
+    cmd[-len(pins) - 2:-len(pins) - 2] = ['--platform', plat]
+  if subprocess.run(cmd).returncode != 0:
+    print(f'gpu.py: pip download failed: {" ".join(cmd)}', file=sys.stderr)
+    return 1
+  names = sorted(os.listdir(folder))
+  for name in names:
+    if name.startswith('dm_control-') and name.endswith('.whl'):
+      trim_wheel(os.path.join(folder, name), DM_CONTROL_KEEP, DM_CONTROL_DROP)
+  total = 0
+  for name in names:
+    size = os.path.getsize(os.path.join(folder, name))
+    total += size
+    print(f'{size / 2**20:7.1f} MiB  {name}')
+  print(f'{total / 2**20:7.1f} MiB in all (a device call carries at most '
+        f'{CARRY_LIMIT / 2**20:.0f} MiB with the working tree)')
+  print('On the device (carry the folder; `echo /.whl/ >> .git/info/exclude` '
+        f'if it is .whl):\n  {DEVICE_COMMAND}')
+  return 0 if total < CARRY_LIMIT else 1
 
 
 # ---------------------------------------------------------------- the child
@@ -600,11 +715,14 @@ def parse_args(argv=None):
                  help='comma-separated item names or prefixes')
   p.add_argument('--max-item-s', type=float, default=None,
                  help="cap every item's time limit at this many seconds")
+  p.add_argument('--prepare-wheels', default=None, metavar='DIR',
+                 help='here, with network: download the wheels the GPU '
+                 'machine lacks into DIR, and print the command for it')
   p.add_argument('--child', default=None, help=argparse.SUPPRESS)
   p.add_argument('--until', type=float, default=None, help=argparse.SUPPRESS)
   p.add_argument('--lines', default=None, help=argparse.SUPPRESS)
   args = p.parse_args(argv)
-  if args.child is not None:
+  if args.child is not None or args.prepare_wheels:
     return args
   if args.budget_s is None:
     args.budget_s = 900. if args.smoke else 420.
@@ -626,6 +744,9 @@ def main(argv=None) -> int:
   except UsageError as e:
     print(f'gpu.py: error: {e}', file=sys.stderr)
     return 2
+  if args.prepare_wheels:
+    os.makedirs(args.prepare_wheels, exist_ok=True)
+    return prepare_wheels(args.prepare_wheels)
   if args.child is not None:
     return child_main(args.child.split(','), args.smoke, args.only,
                       args.max_item_s, args.until, args.lines)

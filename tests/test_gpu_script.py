@@ -138,3 +138,32 @@ def test_use_this_tree_maps_agents_without_an_install(tmp_path):
                         text=True, timeout=120, cwd=tmp_path)
   assert proc.returncode == 0, proc.stderr
   assert proc.stdout.strip() == os.path.join(ROOT, 'agents', '__init__.py')
+
+
+def test_trim_wheel_keeps_the_named_parts_and_their_record(tmp_path):
+  import csv  # pylint: disable=g-import-not-at-top
+  import io  # pylint: disable=g-import-not-at-top
+  import zipfile  # pylint: disable=g-import-not-at-top
+  path = str(tmp_path / 'pkg-1.0-py3-none-any.whl')
+  files = {'pkg/__init__.py': b'x = 1\n', 'pkg/suite/a.xml': b'<a/>',
+           'pkg/suite/big/mesh.stl': b'0' * 100, 'pkg/locomotion/b.py': b'',
+           'pkg-1.0.dist-info/METADATA': b'Name: pkg\n'}
+  record = ''.join(f'{n},sha256=x,{len(d)}\n' for n, d in files.items())
+  record += 'pkg-1.0.dist-info/RECORD,,\n'
+  with zipfile.ZipFile(path, 'w') as z:
+    for n, d in files.items():
+      z.writestr(n, d)
+    z.writestr('pkg-1.0.dist-info/RECORD', record)
+  assert gpu.trim_wheel(path, ('pkg/__init__.py', 'pkg/suite/'),
+                        ('pkg/suite/big/',)) == 2
+  with zipfile.ZipFile(path) as z:
+    names = sorted(z.namelist())
+    rows = list(csv.reader(io.StringIO(
+        z.read('pkg-1.0.dist-info/RECORD').decode())))
+    assert z.read('pkg/suite/a.xml') == b'<a/>'
+  assert names == ['pkg-1.0.dist-info/METADATA', 'pkg-1.0.dist-info/RECORD',
+                   'pkg/__init__.py', 'pkg/suite/a.xml']
+  assert [r[0] for r in rows] == ['pkg/__init__.py', 'pkg/suite/a.xml',
+                                  'pkg-1.0.dist-info/METADATA',
+                                  'pkg-1.0.dist-info/RECORD']
+  assert rows[0] == ['pkg/__init__.py', 'sha256=x', '6']
