@@ -225,6 +225,17 @@ def selected(smoke: bool, only: Optional[str],
   return [it for it in items if any(it.name.startswith(w) for w in wanted)]
 
 
+def describe(item: Item) -> str:
+  """The item's settings in a few words (for a row whose item failed)."""
+  p = item.params
+  if item.kind == 'train':
+    return (f"{p['task']}, {p['agent']}, backend {p['backend']}, "
+            f"{'published large settings' if p['large'] else 'default config'}")
+  what = f"impl {p['impl']}" if item.kind == 'physics' else (
+      f"{p['size']}x{p['size']} RGB")
+  return f"{p['task']}, {p['envs']:,} envs, {what}"
+
+
 def item_limit(items: Sequence[Item], index: int, remaining: float
                ) -> Optional[float]:
   """Seconds item `index` may take, or None if its minimum no longer fits.
@@ -771,8 +782,9 @@ def main(argv=None) -> int:
   md_path = os.path.splitext(args.out)[0] + '.md'
 
   def write():
-    for it in items:  # Targets travel with each item's record.
+    for it in items:  # Target and settings travel with each item's record.
       doc['items'][it.name].setdefault('target', it.target)
+      doc['items'][it.name].setdefault('detail', describe(it))
     doc['wall_s'] = time.time() - t_start
     _write_json(args.out, doc)
 
