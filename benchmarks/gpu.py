@@ -802,6 +802,8 @@ def main(argv=None) -> int:
       continue
     _run_group(group, args, until, doc, write)
   write()
+  import shutil  # pylint: disable=g-import-not-at-top
+  shutil.rmtree(args.work, ignore_errors=True)  # The JSON holds what matters.
   with open(md_path, 'w') as f:
     f.write(markdown(doc))
   print()
