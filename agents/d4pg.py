@@ -60,6 +60,6 @@ def make(config: Config, spec: EnvSpec) -> Recipe:
   return off_policy.make(
       c, spec, name='d4pg',
       critic=lambda o, a: networks.CategoricalCritic(**critic_kwargs)(o, a),
-      target=lambda dist, b: (dist.probs(), dist.atoms),  # [N, K], [K]
+      target=lambda dist, b, _: (dist.probs(), dist.atoms),  # [N, K], [K]
       critic_loss=critic_loss,
       actor_value=lambda dist: dist.mean())

@@ -53,7 +53,7 @@ def make(config: Config, spec: EnvSpec) -> Recipe:
       critic=lambda o, a: networks.QCritic(
           **off_policy.critic_kwargs(c, spec))(o, a),
       # r + discount * Q'(s', mu'(s')).
-      target=lambda q_next, b: jax.vmap(losses.td_target)(
+      target=lambda q_next, b, _: jax.vmap(losses.td_target)(
           b.reward, b.discount, q_next),
       critic_loss=critic_loss,
       saturation_weight=c.saturation_weight,

@@ -13,9 +13,10 @@ What a recipe states is only what differs, as arguments of `make`:
   critic        the critic network, a haiku function `(obs, action) -> out`:
                 one Q-value, a stack of K (an ensemble, for clipped double Q
                 or REDQ-style minima), or distributions over atoms;
-  target        `(target critics' out at (s', a'), batch) -> target`, over
-                however many critics `out` holds (min of two, lower-mean
-                head, ...); computed outside the gradient;
+  target        `(target critics' out at (s', a'), batch, key) -> target`,
+                over however many critics `out` holds (min of two, a random
+                subset's min as in REDQ with `losses.ensemble_q_target`,
+                lower-mean head, ...); computed outside the gradient;
   critic_loss   `(out, target, batch) -> (loss, q)` for the online critics;
   actor_value   `out -> [N]`, the value the actor climbs (the first critic,
                 a distribution's mean);
@@ -165,7 +166,7 @@ def categorical_critic_kwargs(config: CategoricalConfig,
 
 def make(config: Config, spec: EnvSpec, *, name: str,
          critic: Callable[[Any, jnp.ndarray], Any],
-         target: Callable[[Any, Transition], Any],
+         target: Callable[[Any, Transition, jnp.ndarray], Any],
          critic_loss: Callable[[Any, Any, Transition], Tuple[Any, Any]],
          actor_value: Callable[[Any], jnp.ndarray] = lambda out: out,
          smoothing: Optional[Tuple[float, float]] = None,
@@ -181,8 +182,9 @@ def make(config: Config, spec: EnvSpec, *, name: str,
     name: the recipe's name.
     critic: haiku function `(obs or features [N, F], action [N, A]) -> out`
       (built inside `hk.transform`; its module names are the parameters').
-    target: `(out of the target critics at (s', a'), batch) -> target`, where
-      a' is the target actor's (smoothed) action; no gradient flows through.
+    target: `(out of the target critics at (s', a'), batch, key) -> target`,
+      where a' is the target actor's (smoothed) action; no gradient flows
+      through. `key` is its own (e.g. for REDQ's random subset of critics).
     critic_loss: `(out of the online critics at (s, a), target, batch) ->
       (scalar loss, q)`; `q` is averaged into the 'q' metric.
     actor_value: `out at (s, mu(s)) -> [N]` value the actor climbs.
@@ -255,7 +257,10 @@ def make(config: Config, spec: EnvSpec, *, name: str,
       eps = jnp.clip(std * jax.random.normal(k_smooth, next_a.shape),
                      -clip, clip)
       next_a = jnp.clip(next_a + eps, -1., 1.)
-    y = target(net.apply(target_critic, batch.next_obs, next_a), batch)
+    # The target's key is folded from the update's, so the keys above stay
+    # what they were before the target took one.
+    y = target(net.apply(target_critic, batch.next_obs, next_a), batch,
+               jax.random.fold_in(key, 1))
 
     def critic_objective(params):
       return critic_loss(net.apply(params, batch.obs, batch.action), y, batch)

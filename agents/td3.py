@@ -47,7 +47,7 @@ def make(config: Config, spec: EnvSpec) -> Recipe:
       critic=lambda o, a: networks.TwinQCritic(
           **off_policy.critic_kwargs(c, spec))(o, a),
       # r + discount * min(Q1', Q2') at the smoothed target action.
-      target=lambda q_next, b: jax.vmap(losses.twin_q_target)(
+      target=lambda q_next, b, _: jax.vmap(losses.twin_q_target)(
           b.reward, b.discount, q_next[0], q_next[1]),
       critic_loss=critic_loss,
       actor_value=lambda q: q[0],

@@ -46,10 +46,10 @@ def make(config: Config, spec: EnvSpec) -> Recipe:
   c = config
   critic_kwargs = off_policy.categorical_critic_kwargs(c, spec)  # Checked.
 
-  def target(dist, batch):
+  def target(dist, batch, key):
     # Per sample, the target heads' distribution with the lower mean at the
     # smoothed target action (shifted and projected by the loss).
-    del batch
+    del batch, key
     logits1, logits2 = dist.logits  # [N, K] each
     return jax.vmap(functools.partial(losses.twin_categorical_target,
                                       atoms=dist.atoms))(

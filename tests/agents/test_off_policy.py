@@ -371,48 +371,76 @@ def test_td4_both_heads_learn_the_lower_mean_target_head():
 # The skeleton's seams, as a new agent would use them.
 
 
-def _ensemble_recipe(num_critics, **kwargs):
-  """A REDQ-style recipe: K critics, the target over their minimum."""
+def _ensemble_recipe(num_critics, subset_size=None, **kwargs):
+  """A REDQ-style recipe: K critics, the target over (a subset's) minimum."""
   config = _config('ddpg')
 
   def critic_loss(q, target, batch):  # q: [K, N]
     del batch
     return 0.5 * jnp.mean(jnp.sum(jnp.square(q - target[None]), 0)), q
 
+  def target(q_next, batch, key):  # q_next: [K, N]
+    # One subset per update, shared by the batch (the key closed over).
+    return jax.vmap(lambda r, d, q: losses.ensemble_q_target(
+        r, d, q, subset_size=subset_size, key=key), in_axes=(0, 0, 1))(
+            batch.reward, batch.discount, q_next)
+
   return off_policy.make(
       config, SPEC, name='ensemble',
       critic=lambda o, a: networks.TwinQCritic(
           num_critics=num_critics,
           **off_policy.critic_kwargs(config, SPEC))(o, a),
-      target=lambda q_next, b: jax.vmap(losses.td_target)(
-          b.reward, b.discount, jnp.min(q_next, axis=0)),
-      critic_loss=critic_loss, actor_value=lambda q: jnp.mean(q, 0),
-      **kwargs)
+      target=target, critic_loss=critic_loss,
+      actor_value=lambda q: jnp.mean(q, 0), **kwargs)
 
 
-def test_an_ensemble_of_critics_bootstraps_from_its_minimum():
-  # Hand-set target heads: member k outputs the constant k + 1, so the
-  # minimum over the three is 1 and the target is r + discount * 1.
-  recipe = _ensemble_recipe(3, target_networks=True)
+def _critic_loss_with_constant_targets(subset_size, keys):
+  """The 3-critic recipe's critic loss per update key, and its hand values.
+
+  The target heads are set so that member k outputs the constant k + 1:
+  a target r + discount * m for the minimum m of the members drawn.
+  """
+  recipe = _ensemble_recipe(3, subset_size)
   state = jax.jit(recipe.init, static_argnums=1)(jax.random.PRNGKey(0), SPEC)
   assert all(leaf.shape[0] == 3 for leaf in jax.tree.leaves(state.critic))
   head = _head(state.critic)
   target_critic = dict(state.target_critic)
   target_critic[head] = {'w': jnp.zeros_like(target_critic[head]['w']),
                          'b': jnp.arange(1., 4.)[:, None]}
+  state = state._replace(target_critic=target_critic)
   batch = _batch(jax.random.PRNGKey(5))
-  _, metrics = jax.jit(recipe.update)(
-      state._replace(target_critic=target_critic), batch,
-      jax.random.PRNGKey(6))
+  update = jax.jit(recipe.update)
+  got = [float(update(state, batch, k)[1]['critic_loss']) for k in keys]
   # The loss is taken at the online critics before the step.
   online = hk.without_apply_rng(hk.transform(
       lambda o, a: networks.TwinQCritic(
           num_critics=3, **off_policy.critic_kwargs(_config('ddpg'), SPEC))(
               o, a)))
   q = online.apply(state.critic, batch.obs, batch.action)  # [3, N]
-  target = batch.reward + batch.discount * 1.
-  expected = 0.5 * np.mean(np.sum(np.square(q - target[None]), 0))
-  np.testing.assert_allclose(metrics['critic_loss'], expected, rtol=1e-5)
+  by_minimum = {}
+  for m in (1., 2., 3.):
+    target = batch.reward + batch.discount * m
+    by_minimum[m] = 0.5 * np.mean(np.sum(np.square(q - target[None]), 0))
+  return got, by_minimum
+
+
+def test_an_ensemble_of_critics_bootstraps_from_its_minimum():
+  got, by_minimum = _critic_loss_with_constant_targets(
+      None, [jax.random.PRNGKey(6)])
+  np.testing.assert_allclose(got[0], by_minimum[1.], rtol=1e-5)
+
+
+def test_a_random_subset_of_critics_draws_with_the_update_key():
+  # REDQ with a subset of one: the bootstrap value is one member's, drawn
+  # per update; over 12 keys more than one member is drawn.
+  got, by_minimum = _critic_loss_with_constant_targets(
+      1, [jax.random.PRNGKey(i) for i in range(12)])
+  drawn = set()
+  for loss in got:
+    m = min(by_minimum, key=lambda k: abs(by_minimum[k] - loss))
+    np.testing.assert_allclose(loss, by_minimum[m], rtol=1e-5)
+    drawn.add(m)
+  assert len(drawn) > 1
 
 
 def test_without_target_networks_the_update_reads_no_targets():
