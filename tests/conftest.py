@@ -5,6 +5,7 @@ import os
 os.environ.setdefault('MUJOCO_GL', 'egl')
 os.environ.setdefault('XLA_PYTHON_CLIENT_PREALLOCATE', 'false')
 
+import hypothesis  # pylint: disable=g-import-not-at-top
 import jax  # pylint: disable=g-import-not-at-top
 import pytest  # pylint: disable=g-import-not-at-top
 
@@ -16,6 +17,14 @@ jax.config.update('jax_compilation_cache_dir',
                                  os.path.join(os.path.dirname(__file__), '..',
                                               '.jax_cache')))
 jax.config.update('jax_persistent_cache_min_compile_time_secs', 0.5)
+# Property tests draw the same examples on every run and machine, so a
+# failure in CI reproduces locally; a failure also prints the blob that
+# replays it (@reproduce_failure). `pytest --hypothesis-profile=explore`
+# draws fresh examples instead.
+hypothesis.settings.register_profile('roxie', derandomize=True,
+                                     print_blob=True)
+hypothesis.settings.register_profile('explore', print_blob=True)
+hypothesis.settings.load_profile('roxie')
 
 
 @pytest.fixture(scope='session')
