@@ -1,15 +1,15 @@
 """DDPG, TD3, D4PG and TD4 (one skeleton, `agents/off_policy.py`) and its seams.
 
 Shared behaviour is tested once over the four recipes (shapes, exploration
-schedule, one update, targets, delay, smoothing, errors, learning); then
-each recipe's own pieces (DDPG's saturation penalty, the twin critics, the
+schedule, one update, targets, delay, smoothing, errors); then each
+recipe's own pieces (DDPG's saturation penalty, the twin critics, the
 categorical support and targets), then the skeleton's seams a new agent
-uses (an ensemble of K critics, no target networks). Synthetic spec, fixed
-synthetic batches and small networks, so all but the learning test run in
-seconds.
+uses (an ensemble of K critics, a random subset of them, no target
+networks). Synthetic spec, fixed synthetic batches and small networks, so
+they run in seconds. The update math against hand-computed targets is in
+test_update_math.py, learning on CartpoleBalance in test_learning.py.
 """
 
-import dataclasses
 import functools
 
 import haiku as hk
@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from roxie import losses, networks, run
+from roxie import losses, networks
 from roxie.agents import d4pg, ddpg, off_policy, td3, td4
 from roxie.types import EnvSpec, Transition
 
@@ -242,21 +242,6 @@ def test_target_smoothing_noise_depends_on_the_key(name):
 def test_policy_delay_below_one_raises(name):
   with pytest.raises(ValueError, match='policy_delay'):
     MODULES[name].make(_config(name, policy_delay=0), SPEC)
-
-
-@pytest.mark.parametrize('name', NAMES)
-def test_learns_cartpole_balance(name):
-  # Measured baselines over 32 episodes of 200 steps: uniform random actions
-  # 119 +- 15 (best episode 170), zero actions 137 +- 18; a balancing policy
-  # gets ~195-200. The threshold is far above a 10-episode random mean.
-  result = run.train(
-      name, 'CartpoleBalance', steps=12_000, num_envs=8, eval_episodes=10,
-      eval_every=12_000, env_options={'episode_length': 200}, verbose=False,
-      out=None, overrides={'hidden_sizes': (64, 64), 'actor_lr': 1e-3,
-                           'critic_lr': 1e-3, 'batch_size': 128,
-                           'updates_per_iteration': 8, 'warmup_steps': 1_000})
-  print(f'{name} CartpoleBalance eval_return={result.eval_return:.1f}')
-  assert result.eval_return > 160.
 
 
 # DDPG: the actor's saturation penalty.
