@@ -1,11 +1,21 @@
-"""Typed overrides of recipe config dataclasses (`--set field=value`)."""
+"""Typed overrides of recipe config dataclasses (`--set field=value`).
+
+`validate(config)` checks a recipe Config's values: each field's type from
+the dataclass annotations, the ranges of `RULES` (by field name, so one
+table serves every recipe, including user recipes that reuse the names),
+and the few relations between fields (`replay_capacity` against the batch
+and what one iteration writes, PPO's minibatch divisibility, ordered
+pairs). The run layer calls it before anything is written.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
+import numbers
 import typing
-from typing import Any, Dict, Iterable, Mapping
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Tuple
 
 
 class ConfigError(ValueError):
@@ -110,3 +120,189 @@ def from_dict(config_cls: Any, values: Mapping[str, Any]) -> Any:
     raise ConfigError(f'Unknown config fields for {config_cls.__qualname__}: '
                       f'{", ".join(sorted(unknown))}.')
   return config_cls(**kwargs)
+
+
+# --- validation ------------------------------------------------------------------
+
+# field name -> (predicate on the value, what it must be). None values of
+# Optional fields are not checked here (None means "the default").
+_POSITIVE_INTS = ('num_envs', 'total_steps', 'steps_per_iteration',
+                  'updates_per_iteration', 'batch_size', 'replay_capacity',
+                  'n_step', 'num_samples', 'rollout_length', 'num_epochs',
+                  'num_minibatches', 'action_repeat', 'policy_delay',
+                  'encoder_feature_size', 'noise_decay_updates')
+_NON_NEGATIVE = ('warmup_steps', 'target_update_period', 'augment_pad',
+                 'noise_start', 'noise_end', 'target_noise',
+                 'target_noise_clip', 'entropy_coef', 'saturation_weight',
+                 'saturation_threshold', 'action_penalty_epsilon')
+_POSITIVE = ('actor_lr', 'critic_lr', 'alpha_lr', 'policy_lr', 'dual_lr',
+             'learning_rate', 'max_grad_norm', 'init_alpha',
+             'init_temperature', 'init_alpha_mean', 'init_alpha_std',
+             'epsilon', 'epsilon_mean', 'epsilon_std', 'clip_epsilon',
+             'value_clip_epsilon', 'target_kl', 'obs_clip')
+_UNIT_OPEN_CLOSED = ('discount', 'tau', 'encoder_tau')  # in (0, 1]
+
+RULES: Dict[str, Tuple[Callable[[Any], bool], str]] = {}
+RULES.update({n: (lambda v: v >= 1, '>= 1') for n in _POSITIVE_INTS})
+RULES.update({n: (lambda v: v >= 0, '>= 0') for n in _NON_NEGATIVE})
+RULES.update({n: (lambda v: v > 0, '> 0') for n in _POSITIVE})
+RULES.update({n: (lambda v: 0 < v <= 1, 'in (0, 1]')
+              for n in _UNIT_OPEN_CLOSED})
+RULES['gae_lambda'] = (lambda v: 0 <= v <= 1, 'in [0, 1]')
+RULES['num_atoms'] = (lambda v: v >= 2, '>= 2')
+# Sequences of sizes: non-empty, every entry a positive int.
+_SIZE_TUPLES = ('hidden_sizes', 'encoder_channels', 'encoder_strides')
+# (low, high) pairs that must be ordered.
+_ORDERED_PAIRS = ('log_std_bounds', 'log_std_range')
+
+
+def _type_name(kind: Any) -> str:
+  return getattr(kind, '__name__', None) or str(kind).replace('typing.', '')
+
+
+def _check_type(value: Any, kind: Any, name: str) -> List[str]:
+  """Problems of `value` against the annotation `kind` (empty if it fits)."""
+  origin = typing.get_origin(kind)
+  args = typing.get_args(kind)
+  if origin is typing.Union:
+    if value is None and type(None) in args:
+      return []
+    non_none = [a for a in args if a is not type(None)]
+    for a in non_none:
+      if not _check_type(value, a, name):
+        return []
+    return [f'{name} must be {" or ".join(_type_name(a) for a in args)}, '
+            f'got {value!r}']
+  if origin in (tuple, list):
+    if not isinstance(value, (tuple, list)):
+      return [f'{name} must be a sequence, got {value!r}']
+    if origin is tuple and args and args[-1] is not Ellipsis:
+      if len(value) != len(args):
+        return [f'{name} must have {len(args)} entries, got {value!r}']
+      elems = args
+    else:
+      elems = (args[0] if args else Any,) * len(value)
+    for i, (v, a) in enumerate(zip(value, elems)):
+      problems = _check_type(v, a, f'{name}[{i}]')
+      if problems:
+        return problems
+    return []
+  if kind is Any:
+    return []
+  if kind is bool:
+    ok = isinstance(value, (bool, np_bool_types()))
+  elif kind is int:
+    ok = (isinstance(value, numbers.Integral)
+          and not isinstance(value, (bool, np_bool_types())))
+  elif kind is float:
+    ok = (isinstance(value, numbers.Real)
+          and not isinstance(value, (bool, np_bool_types())))
+    if ok and not math.isfinite(float(value)):
+      return [f'{name} must be a finite number, got {value!r}']
+  elif kind is str:
+    ok = isinstance(value, str)
+  elif isinstance(kind, type):
+    ok = isinstance(value, kind)
+  else:
+    ok = True  # An annotation this checker does not know: trust it.
+  if not ok:
+    return [f'{name} must be {_type_name(kind)}, got {value!r} '
+            f'({type(value).__name__})']
+  return []
+
+
+def np_bool_types() -> Tuple[type, ...]:
+  try:
+    import numpy as np  # pylint: disable=g-import-not-at-top
+  except ImportError:
+    return ()
+  return (np.bool_,)
+
+
+def problems(config: Any) -> List[str]:
+  """Every problem `validate` would report, one line each (empty: valid)."""
+  if not dataclasses.is_dataclass(config) or isinstance(config, type):
+    raise TypeError(f'validate() takes a config dataclass instance, got '
+                    f'{type(config).__name__}.')
+  hints = typing.get_type_hints(type(config))
+  out = []
+  values = {}
+  for f in dataclasses.fields(config):
+    value = getattr(config, f.name)
+    values[f.name] = value
+    found = _check_type(value, hints.get(f.name, Any), f.name)
+    if found:
+      out.extend(found)
+      continue
+    if value is None:
+      continue
+    rule = RULES.get(f.name)
+    if rule is not None and not rule[0](value):
+      out.append(f'{f.name} must be {rule[1]}, got {value!r}')
+    if f.name in _SIZE_TUPLES:
+      if len(value) == 0:
+        out.append(f'{f.name} must not be empty')
+      elif any(int(v) < 1 for v in value):
+        out.append(f'{f.name} must hold sizes >= 1, got {tuple(value)!r}')
+    if f.name in _ORDERED_PAIRS and not value[0] < value[1]:
+      out.append(f'{f.name} must be (low, high) with low < high, got '
+                 f'{tuple(value)!r}')
+  if out:
+    return out
+  # Relations between fields (only when each field is itself valid).
+  get = values.get
+  if get('v_min') is not None and get('v_max') is not None:
+    if not get('v_min') < get('v_max'):
+      out.append(f'v_min ({get("v_min")}) must be below v_max '
+                 f'({get("v_max")})')
+  if get('replay_capacity') is not None:
+    capacity = get('replay_capacity')
+    if get('batch_size') is not None and capacity < get('batch_size'):
+      out.append(f'replay_capacity ({capacity}) must be >= batch_size '
+                 f'({get("batch_size")})')
+    if get('num_envs') is not None:
+      # The ring holds capacity // num_envs rows per env; an iteration
+      # writes steps_per_iteration of them and an n-step window reads
+      # n_step more.
+      need = get('num_envs') * max(
+          2, (get('steps_per_iteration') or 1) + (get('n_step') or 1))
+      if capacity < need:
+        out.append(f'replay_capacity ({capacity}) must be >= {need}: '
+                   f'num_envs ({get("num_envs")}) x (steps_per_iteration + '
+                   'n_step), what one iteration writes and reads')
+  if (get('rollout_length') is not None and get('num_minibatches') is not None
+      and get('num_envs') is not None):
+    batch = get('rollout_length') * get('num_envs')
+    if batch % get('num_minibatches'):
+      out.append(f'num_minibatches ({get("num_minibatches")}) must divide '
+                 f'rollout_length x num_envs ({get("rollout_length")} x '
+                 f'{get("num_envs")} = {batch})')
+  return out
+
+
+def validate(config: Any, *, where: str = '') -> Any:
+  """Checks a recipe Config's fields; returns it unchanged if valid.
+
+  Types come from the dataclass annotations (an int field takes an int, a
+  float field a finite number, Optional[X] also None, Tuple[int, ...] a
+  sequence of ints); ranges from `RULES` and the size/pair tables, by field
+  name; relations between fields last.
+
+  Args:
+    config: a recipe Config instance (e.g. `roxie.agents.sac.Config()`).
+    where: where the config comes from, prefixed to the message (e.g. a
+      config.json path).
+
+  Returns:
+    `config`.
+
+  Raises:
+    ConfigError: naming every bad field, what it must be and what it is.
+  """
+  found = problems(config)
+  if found:
+    prefix = f'{where}: ' if where else ''
+    module = type(config).__module__.rsplit('.', 1)[-1]
+    raise ConfigError(f'{prefix}invalid {module}.{type(config).__qualname__}'
+                      ': ' + '; '.join(found) + '.')
+  return config

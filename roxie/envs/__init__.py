@@ -17,6 +17,7 @@ backend; see `roxie.envs.pixels`.
 from __future__ import annotations
 
 import dataclasses
+import numbers
 from typing import Optional, Tuple, Union
 
 import numpy as np
@@ -120,6 +121,11 @@ def make(task_name: Union[str, Task], *, backend: str = 'cpu', num_envs: int,
   task = task_name if isinstance(task_name, Task) else get_task(task_name)
   if backend not in BACKENDS:
     raise ValueError(f'Unknown backend {backend!r}; choose one of {BACKENDS}.')
+  # A float or bool num_envs is a mistake, not a request to round (2.7 would
+  # silently become 2).
+  if isinstance(num_envs, bool) or not isinstance(num_envs,
+                                                  numbers.Integral):
+    raise ValueError(f'num_envs must be an integer, got {num_envs!r}.')
   num_envs = int(num_envs)
   if num_envs < 1:
     raise ValueError(f'num_envs must be >= 1, got {num_envs}.')
