@@ -16,6 +16,7 @@ Layout of a run directory's checkpoints:
       agent/                  orbax PyTree checkpoint of item 'agent'
       loop/                   ... of item 'loop'
       replay/                 ... of item 'replay' (if saved)
+      file.metrics.csv        a caller's file stored with it (`files`)
     step_000000008000/
     .tmp-step_000000012000-<pid>-<n>/   a write in progress (or killed)
     .trash-step_000000000000-<pid>-<n>/ an old checkpoint being deleted
@@ -65,6 +66,7 @@ META_FILE = 'meta.json'
 FORMAT_VERSION = 1
 _STEP_RE = re.compile(r'^step_(\d{12})$')
 _PAUSE_ENV = 'ROXIE_CHECKPOINT_PAUSE'
+_FILES_DIR = 'file.'  # Prefix of the caller's files (see `save`).
 _counter = 0
 
 
@@ -234,11 +236,58 @@ def _write_item(path: str, tree) -> List[Dict[str, Any]]:
   if nested:
     ocp = _orbax()
     options = _this_process_only(ocp)
-    ckptr = ocp.Checkpointer(
-        ocp.StandardCheckpointHandler(multiprocessing_options=options),
-        multiprocessing_options=options)
-    ckptr.save(os.path.abspath(path), args=ocp.args.StandardSave(nested))
+    with _quiet_orbax():
+      ckptr = ocp.Checkpointer(
+          ocp.StandardCheckpointHandler(multiprocessing_options=options),
+          multiprocessing_options=options)
+      try:
+        ckptr.save(os.path.abspath(path), args=ocp.args.StandardSave(nested))
+      except OSError:
+        raise
+      except Exception as e:  # orbax/tensorstore: a ValueError with errno.
+        raise _write_error(path, e) from None
+      finally:
+        ckptr.close()
   return manifest
+
+
+class CheckpointWriteError(OSError):
+  """A checkpoint could not be written (e.g. the disk is full).
+
+  The write is abandoned (its temporary directory removed); committed
+  checkpoints are untouched.
+  """
+
+
+def _write_error(path: str, e: Exception) -> CheckpointWriteError:
+  """An OSError for orbax's failure to write `path` (errno kept if known)."""
+  text = str(e)
+  m = re.search(r"os_error_code='?(\d+)", text)
+  if m:
+    errno_ = int(m.group(1))
+    return CheckpointWriteError(errno_, os.strerror(errno_), path)
+  return CheckpointWriteError(f'writing {path} failed: '
+                              f'{type(e).__name__}: {text.splitlines()[0][:300]}')
+
+
+class _quiet_orbax:  # pylint: disable=invalid-name
+  """Silences orbax's log records while roxie reports its errors itself.
+
+  A failed orbax write logs the same error from several of its threads
+  (absl ERROR lines) before raising it; roxie raises one clear error
+  instead. Warnings and above still pass when nothing fails.
+  """
+
+  def __enter__(self):
+    import logging  # pylint: disable=g-import-not-at-top
+    self._logger = logging.getLogger('absl')
+    self._level = self._logger.level
+    self._logger.setLevel(logging.CRITICAL)
+    return self
+
+  def __exit__(self, *exc):
+    self._logger.setLevel(self._level)
+    return False
 
 
 def _this_process_only(ocp):
@@ -268,7 +317,8 @@ def _dump_meta(doc: Mapping[str, Any]) -> str:
 
 def save(run_dir: str, step: int, items: Mapping[str, Any], *,
          meta: Optional[Mapping[str, Any]] = None,
-         keep: Optional[int] = None) -> str:
+         keep: Optional[int] = None,
+         files: Optional[Mapping[str, str]] = None) -> str:
   """Writes a checkpoint of `items` for `step`, atomically.
 
   Args:
@@ -278,6 +328,8 @@ def save(run_dir: str, step: int, items: Mapping[str, Any], *,
     items: name -> pytree of arrays (jax or numpy); None values are skipped.
     meta: JSON-serialisable metadata stored in `meta.json` under 'meta'.
     keep: keep only the newest `keep` committed checkpoints (None: all).
+    files: name -> text of small files stored beside the items (e.g. a copy
+      of the run's metrics.csv); `read_file` reads them back.
 
   Returns:
     The committed checkpoint's path.
@@ -300,6 +352,11 @@ def save(run_dir: str, step: int, items: Mapping[str, Any], *,
       manifests[item] = _write_item(os.path.join(tmp, item), tree)
       if i == 0 and pause > 0:
         time.sleep(pause)
+    for fname, text in (files or {}).items():
+      if not re.match(r'^[A-Za-z0-9_.]+$', fname) or fname == META_FILE:
+        raise ValueError(f'Bad file name {fname!r}.')
+      with open(os.path.join(tmp, _FILES_DIR + fname), 'w', newline='') as f:
+        f.write(text)
     doc = {'format': FORMAT_VERSION, 'step': int(step), 'time': time.time(),
            'meta': dict(meta or {}), 'items': manifests}
     with open(os.path.join(tmp, META_FILE), 'w') as f:
@@ -319,6 +376,15 @@ def save(run_dir: str, step: int, items: Mapping[str, Any], *,
     prune(run_dir, keep)
   cleanup_trash(run_dir)
   return final
+
+
+def read_file(path: str, name: str) -> Optional[str]:
+  """The text of a file `save` stored in the checkpoint at `path`, or None."""
+  try:
+    with open(os.path.join(path, _FILES_DIR + name), newline='') as f:
+      return f.read()
+  except (OSError, UnicodeDecodeError):
+    return None
 
 
 def prune(run_dir: str, keep: int) -> None:
@@ -418,13 +484,16 @@ def _read_item(path: str, manifest: Sequence[Mapping[str, Any]]):
           f'Checkpoint {os.path.dirname(path)} is incomplete: '
           f'{os.path.basename(path)}/ is missing.')
     ocp = _orbax()
-    ckptr = ocp.Checkpointer(ocp.StandardCheckpointHandler())
-    try:
-      nested = ckptr.restore(os.path.abspath(path))
-    except Exception as e:  # orbax/tensorstore errors on damaged files.
-      raise CheckpointError(
-          f'Checkpoint item {path} is unreadable (truncated or corrupt?): '
-          f'{type(e).__name__}: {str(e)[:300]}') from e
+    with _quiet_orbax():
+      ckptr = ocp.Checkpointer(ocp.StandardCheckpointHandler())
+      try:
+        nested = ckptr.restore(os.path.abspath(path))
+      except Exception as e:  # orbax/tensorstore errors on damaged files.
+        raise CheckpointError(
+            f'Checkpoint item {path} is unreadable (truncated or corrupt?): '
+            f'{type(e).__name__}: {str(e)[:300]}') from None
+      finally:
+        ckptr.close()
   out = {}
   for e in manifest:
     dtype, shape = e['dtype'], tuple(e['shape'])

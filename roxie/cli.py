@@ -12,7 +12,8 @@ import sys
 import time
 from typing import List, Optional
 
-EXIT_USAGE = 2
+EXIT_USAGE = 2  # Bad input: a message, and nothing was written.
+EXIT_FAULT = 1  # A fault (non-finite training, a failed write): never success.
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -126,6 +127,64 @@ def _fail(message: str) -> int:
   return EXIT_USAGE
 
 
+def _fault(message: str) -> int:
+  print(f'roxie: error: {message}', file=sys.stderr, flush=True)
+  return EXIT_FAULT
+
+
+def _os_error(e: OSError, out: Optional[str]) -> str:
+  """One line for a failed read or write of a run directory."""
+  what = os.strerror(e.errno) if e.errno else str(e)
+  where = f' ({e.filename})' if getattr(e, 'filename', None) else ''
+  text = f'{what}{where}' if e.errno else str(e)
+  kept = ''
+  if out:
+    from roxie import checkpoint as ckpt_lib  # pylint: disable=g-import-not-at-top
+    try:
+      latest = ckpt_lib.latest(out)
+    except OSError:
+      latest = None
+    kept = (f'; the last complete checkpoint, {latest}, is intact'
+            if latest else '; no checkpoint had been written')
+  return f'cannot write the run {out}: {text}{kept}.'
+
+
+class _EarlySignal:
+  """SIGINT/SIGTERM before training takes the signals over.
+
+  Python's default handler raises KeyboardInterrupt wherever the main
+  thread is, and one raised inside a garbage-collector callback (XLA has
+  one) is printed as "Exception ignored" and lost: the run then trains to
+  the end. This handler only records the first signal; the training loop
+  stops at once when it takes the signals over (see
+  `roxie.run.set_early_signals`). A second signal raises KeyboardInterrupt.
+  """
+
+  def __init__(self):
+    self.signum: Optional[int] = None
+    self._previous = {}
+
+  def install(self) -> None:
+    import signal  # pylint: disable=g-import-not-at-top
+    import threading  # pylint: disable=g-import-not-at-top
+    if threading.current_thread() is not threading.main_thread():
+      return
+    for s in (signal.SIGINT, signal.SIGTERM):
+      self._previous[s] = signal.signal(s, self._handle)
+
+  def _handle(self, signum, frame):
+    del frame
+    if self.signum is not None:  # A second one: stop at once.
+      raise KeyboardInterrupt
+    self.signum = signum
+
+  def restore(self) -> None:
+    import signal  # pylint: disable=g-import-not-at-top
+    for s, h in self._previous.items():
+      signal.signal(s, h)
+    self._previous = {}
+
+
 def _default_out(agent: str, task: str, seed: int) -> str:
   base = os.path.join('runs', f'{agent}-{task}-seed{seed}')
   if not os.path.exists(base):
@@ -134,9 +193,29 @@ def _default_out(agent: str, task: str, seed: int) -> str:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-  args = _parser().parse_args(argv)
-  if getattr(args, 'cli_main', None):  # plot, play, export
-    return args.cli_main(args)
+  words = sys.argv[1:] if argv is None else list(argv)
+  early = None
+  if words[:1] == ['train']:
+    early = _EarlySignal()
+    early.install()  # Before the slow imports: see _EarlySignal.
+  try:
+    args = _parser().parse_args(argv)
+    if getattr(args, 'cli_main', None):  # plot, play, export
+      return args.cli_main(args)
+    return _main(args, early)
+  except KeyboardInterrupt:  # A second signal before training started.
+    if early is None:
+      raise
+    print('roxie: interrupted before training started.', file=sys.stderr,
+          flush=True)
+    return 130
+  finally:
+    if early is not None:
+      early.restore()
+
+
+def _main(args: argparse.Namespace, early: Optional[_EarlySignal]) -> int:
+  """main() after parsing."""
   # Imports after parsing, so `--help` and usage errors are instant.
   from roxie import envs  # pylint: disable=g-import-not-at-top
   from roxie import gl  # pylint: disable=g-import-not-at-top
@@ -147,6 +226,8 @@ def main(argv: Optional[List[str]] = None) -> int:
       print(name)
     return 0
 
+  if args.command == 'eval' and args.episodes < 1:
+    return _fail(f'--episodes must be >= 1, got {args.episodes}.')
   if args.command == 'eval' and args.policy:
     from roxie import export  # pylint: disable=g-import-not-at-top
     return export.eval_cli(args.policy, episodes=args.episodes,
@@ -162,7 +243,13 @@ def main(argv: Optional[List[str]] = None) -> int:
           f'std={float(result.std):.1f} episodes={args.episodes}')
     return 0
 
-  return _train_command(args)
+  run_lib.set_early_signals(early)
+  try:
+    if early is not None and early.signum is not None:
+      return _interrupted(KeyboardInterrupt(), args.out or args.resume)
+    return _train_command(args)
+  finally:
+    run_lib.set_early_signals(None)
 
 
 def _train_command(args: argparse.Namespace) -> int:
@@ -255,6 +342,10 @@ def _train_command(args: argparse.Namespace) -> int:
       return _fail(str(e))
     except KeyboardInterrupt as e:
       return _interrupted(e, out)
+    except run_lib.TrainingFault as e:
+      return _fault(str(e))
+    except OSError as e:
+      return _fault(_os_error(e, out))
   else:
     agent = args.agent or DEFAULT_AGENT
     task = args.task or run_lib.DEFAULT_TASK
@@ -305,6 +396,10 @@ def _train_command(args: argparse.Namespace) -> int:
       return _fail(str(e))
     except KeyboardInterrupt as e:
       return _interrupted(e, out)
+    except run_lib.TrainingFault as e:
+      return _fault(str(e))
+    except OSError as e:
+      return _fault(_os_error(e, out))
   if args.quiet and not (multi and args.process_id):
     print(run_lib.final_line(result), flush=True)
   if out and not (multi and args.process_id):

@@ -110,6 +110,12 @@ class Policy:
           f'{self.name}: expected observations [{self.spec.obs_size}] or '
           f'[B, {self.spec.obs_size}] for {self.task}, got '
           f'{list(obs.shape)}.')
+    # The action of a NaN observation is NaN; say so rather than return it
+    # (jitted callers use `apply`, which does not check).
+    if not bool(jnp.all(jnp.isfinite(obs))):
+      raise ValueError(
+          f'{self.name}: the observation holds NaN or inf (entries '
+          f'{np_nonfinite(obs)}); a policy acts on finite observations.')
     return self._jitted(self.params, obs)
 
   @property
@@ -143,6 +149,14 @@ class Policy:
       obs = f'obs_size={self.spec.obs_size}'
     return (f'Policy({self.name!r}, agent={self.agent!r}, task={self.task!r}, '
             f'{obs}, action_size={self.spec.action_size})')
+
+
+def np_nonfinite(obs, limit: int = 5) -> str:
+  """The indices of the first non-finite entries of `obs`, as text."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  idx = [tuple(int(i) for i in ix)
+         for ix in np.argwhere(~np.isfinite(np.asarray(obs)))[:limit]]
+  return ', '.join(str(i[0] if len(i) == 1 else list(i)) for i in idx)
 
 
 _HOOKS = ('policy_params', 'make_policy')
@@ -366,6 +380,13 @@ def load_policy(path_or_name: str) -> Policy:
       flat = {k: data[k] for k in data.files}
   except Exception as e:  # missing, truncated, not an npz
     raise BundleError(f'{params_path} is unreadable ({e}).') from e
+  bad = sorted(k for k, v in flat.items()
+               if np.issubdtype(v.dtype, np.inexact) and not np.isfinite(v).all())
+  if bad:
+    raise BundleError(
+        f'{params_path}: {len(bad)} of {len(flat)} parameter arrays are not '
+        f'finite (NaN or inf): {", ".join(bad[:3])}'
+        f'{" ..." if len(bad) > 3 else ""}. The policy cannot act.')
   params = _unflatten({k: jnp.asarray(v) for k, v in flat.items()})
   env_options = dict(meta.get('env_options') or {})
   _check_pixel_options(spec, env_options, folder)
@@ -637,6 +658,51 @@ def _replace_dir(tmp: str, dest: str) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
+_BUNDLE_FILES = frozenset((PARAMS_FILE, META_FILE, CARD_FILE, METRICS_FILE))
+
+
+def _inside(path: str, root: str) -> bool:
+  """Whether `path` is `root` or lies under it (symlinks resolved)."""
+  path, root = os.path.realpath(path), os.path.realpath(root)
+  return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def check_destination(run_dir: str, folder: str, *, overwrite: bool) -> None:
+  """Raises BundleError unless a bundle may be written to `folder`.
+
+  A missing folder is fine. An existing one is replaced only with
+  `overwrite`, and only if it is recognisably a roxie bundle: a roxie.json
+  of the bundle format and no files but a bundle's. The run itself (or a
+  folder holding it) is never replaced.
+  """
+  if _inside(run_dir, folder):
+    raise BundleError(
+        f'--to {folder} is the run {run_dir} itself, or holds it: exporting '
+        'there would replace the run. Choose another folder.')
+  if not os.path.lexists(folder):
+    return
+  if not overwrite:
+    raise BundleError(f'{folder} already exists (pass --overwrite to replace '
+                      'it, if it is a bundle roxie exported).')
+  if not os.path.isdir(folder) or os.path.islink(folder):
+    raise BundleError(f'{folder} is not a folder; --overwrite only replaces '
+                      'a policy bundle. Choose another --to.')
+  extra = sorted(set(os.listdir(folder)) - _BUNDLE_FILES)
+  try:
+    read_metadata(folder)
+    is_bundle = os.path.isfile(os.path.join(folder, META_FILE))
+  except BundleError:
+    is_bundle = False
+  if not is_bundle or extra:
+    why = ('it holds files a bundle does not: ' + ', '.join(extra[:5])
+           + (' ...' if len(extra) > 5 else '')) if is_bundle else (
+               f'it has no bundle {META_FILE}')
+    raise BundleError(
+        f'{folder} is not a roxie policy bundle ({why}); --overwrite only '
+        'replaces a bundle roxie exported, so nothing was changed. Choose '
+        'another --to.')
+
+
 def export_run(run_dir: str, folder: str, *, name: Optional[str] = None,
                eval_episodes: int = 10, eval_backend: str = 'cpu',
                eval_seed: int = 0, overwrite: bool = False) -> Dict[str, Any]:
@@ -652,7 +718,8 @@ def export_run(run_dir: str, folder: str, *, name: Optional[str] = None,
     eval_episodes: episodes of the evaluation recorded in the card.
     eval_backend: backend of that evaluation.
     eval_seed: its seed.
-    overwrite: replace an existing `folder`.
+    overwrite: replace an existing `folder`, if it is a roxie bundle (see
+      `check_destination`).
 
   Returns:
     The bundle's metadata (roxie.json's content).
@@ -668,9 +735,7 @@ def export_run(run_dir: str, folder: str, *, name: Optional[str] = None,
   from roxie import run as run_lib  # pylint: disable=g-import-not-at-top
 
   folder = os.path.normpath(folder)
-  if os.path.exists(folder) and not overwrite:
-    raise BundleError(f'{folder} already exists (pass --overwrite to replace '
-                      f'it).')
+  check_destination(run_dir, folder, overwrite=overwrite)
   policy = policy_from_run(run_dir)
   run_meta, _, _ = run_lib.load_run(run_dir)
   flat = _flatten(policy.params)
@@ -743,7 +808,8 @@ def add_cli(sub: 'argparse._SubParsersAction') -> None:
                  help='backend of that evaluation')
   p.add_argument('--seed', type=int, default=0, help='evaluation seed')
   p.add_argument('--overwrite', action='store_true',
-                 help='replace an existing bundle folder')
+                 help='replace an existing bundle folder (only a roxie '
+                 'bundle; any other folder, or the run, is refused)')
   p.set_defaults(cli_main=cli_main)
 
 

@@ -42,7 +42,29 @@ randomness (evaluation keys) and counters are restored. Rows of metrics.csv
 written after the restored checkpoint (a process killed between an
 evaluation and its checkpoint) are dropped on resume; the resumed run writes
 them again, identical except wall_time and sps. Rows up to the checkpoint are
-never touched: metrics.csv is appended to, not rewritten, across resumes.
+kept as they are (metrics.csv is appended to across resumes), unless the
+file was deleted, emptied or cut short: each checkpoint stores a copy of it
+(`file.metrics.csv`), which a resume restores. A run stopped before its
+first checkpoint was complete resumes from step 0 with its saved seed and
+config (its old metrics.csv is kept aside as metrics.csv.before-restart).
+
+Iterations. The loop advances in whole iterations of
+`env_steps_per_iteration` env steps (num_envs x steps per iteration x action
+repeat): eval_every is rounded up to whole iterations when the run is
+created, and the total is rounded up when training (both with a note). A
+call ends at the next evaluation point or at the total when either is
+nearer than `iterations_per_call` iterations, with a shorter program
+(compiled once), so both fall exactly where they should, and a resumed run
+makes the same calls.
+
+Faults. After each call one reduction over the agent state checks that it
+is finite; if not, a metrics row records it (`nonfinite_params`) and
+`TrainingFault` is raised without evaluating or checkpointing the poisoned
+state, so the last checkpoint stays the latest good one. Every row also
+counts the action dims the env clipped (outside [-1, 1] or NaN) and the envs
+reset after their physics diverged since the previous row. A failed write
+(a full disk) raises an OSError; the checkpoint being written is abandoned
+and the previous one is intact.
 
 Resolution schedules. A run from pixels may change its image resolution as
 it trains (low resolution early, higher later): config.json's
@@ -75,6 +97,10 @@ where it stopped and exits 130 or 143). No evaluation row is added for the
 stop, so a stopped and resumed run stays bit-exact with an uninterrupted
 one. A second signal raises `Interrupted` at once, mid-checkpoint if need
 be; the atomic write then leaves the previous checkpoint as it was.
+`roxie train` records a signal that arrives before training started
+(while importing, building or tracing; see `set_early_signals`) and stops
+as training starts, instead of letting Python raise KeyboardInterrupt
+somewhere it may be swallowed (an XLA garbage-collector callback).
 """
 
 from __future__ import annotations
@@ -109,6 +135,8 @@ CONFIG_FILE = 'config.json'
 METRICS_FILE = 'metrics.csv'
 TENSORBOARD_DIR = 'tensorboard'
 LOCK_FILE = '.lock'
+# metrics.csv of a run restarted from step 0 (no checkpoint), kept aside.
+RESTART_SUFFIX = '.before-restart'
 DEFAULT_KEEP_CHECKPOINTS = 2
 _MAX_ITERATIONS_PER_CALL = 1000
 
@@ -121,6 +149,14 @@ RUN_FIELDS = ('agent', 'task', 'backend', 'num_envs', 'seed', 'env_options',
 
 class RunError(ValueError):
   """A run that cannot be started or resumed as asked, and why."""
+
+
+class TrainingFault(RuntimeError):
+  """Training cannot go on: non-finite parameters, or a failed write.
+
+  Nothing after the last checkpoint is saved (that checkpoint is kept as
+  it was); `roxie train` prints the message and exits with status 1.
+  """
 
 
 class Interrupted(KeyboardInterrupt):
@@ -158,6 +194,18 @@ def _signal_name(signum: int) -> str:
     return signal.Signals(signum).name
   except ValueError:
     return f'signal {signum}'
+
+
+# An object whose `signum` records a SIGINT/SIGTERM that arrived before
+# training took the signals over (`roxie train` installs one at start-up,
+# see roxie.cli); `_StopRequest` stops at once if one is pending.
+_early_signals = None
+
+
+def set_early_signals(recorder) -> None:
+  """Registers the recorder of signals received before training started."""
+  global _early_signals
+  _early_signals = recorder
 
 
 class _StopRequest:
@@ -198,6 +246,13 @@ class _StopRequest:
     if self.enabled:
       for s in self.SIGNALS:
         self._previous[s] = signal.signal(s, self._handle)
+      early = _early_signals
+      if early is not None and early.signum is not None:
+        signum, early.signum = early.signum, None
+        raise Interrupted(
+            f'stopped by {_signal_name(signum)} before training started '
+            '(no checkpoint was written). Resume with: roxie train --resume '
+            f'{self.out}', signum=signum, out=self.out)
     return self
 
   def __exit__(self, *exc):
@@ -369,59 +424,126 @@ class _Progress:
 
 
 class _MetricsCsv:
-  """metrics.csv: a header, then one appended line per evaluation."""
+  """metrics.csv: a header, then one appended line per evaluation.
+
+  The text written so far is also kept in memory (`text()`), and every
+  checkpoint stores it, so a resume can restore a metrics.csv that was
+  deleted, emptied or cut short (see `adopt`).
+  """
 
   def __init__(self, path: Optional[str]):
     self.path = path
     self.columns: Optional[List[str]] = None
     self.rows = 0
+    self._lines: List[str] = []  # Header and rows, each ending in a newline.
+    self.restored: Optional[str] = None  # Why adopt rewrote the file.
 
-  def adopt(self, keep_rows: int, columns: Optional[List[str]]) -> int:
+  def text(self) -> str:
+    """The header and rows written (or adopted) so far."""
+    return ''.join(self._lines)
+
+  def _whole(self, lines: List[str], keep_rows: int) -> Optional[str]:
+    """Why the header and the first keep_rows rows are damaged (None: whole)."""
+    if not lines:
+      return 'it is empty'
+    header = next(csv.reader([lines[0]]))
+    if self.columns is not None and header != list(self.columns):
+      return 'its header is not the one the run wrote'
+    if len(lines) - 1 < keep_rows:
+      return (f'it has {len(lines) - 1} row(s), the checkpoint recorded '
+              f'{keep_rows}')
+    for i, line in enumerate(lines[:1 + keep_rows]):
+      fields = next(csv.reader([line]), [])
+      if not line.endswith('\n') or len(fields) != len(header):
+        return f'its line {i + 1} is cut short'
+    return None
+
+  def adopt(self, keep_rows: int, columns: Optional[List[str]],
+            saved: Optional[str] = None) -> int:
     """For a resume: keeps the header and the first `keep_rows` rows.
 
-    Returns the number of rows dropped (written after the checkpoint). The
-    file is rewritten (atomically) only when there is something to drop.
+    Rows after them (written after the checkpoint) are dropped. If the
+    header or those rows are damaged (the file deleted, emptied, or a row
+    cut short), the file is rewritten from `saved`, the checkpoint's copy,
+    and `restored` says why.
+
+    Args:
+      keep_rows: rows the checkpoint recorded.
+      columns: the header the checkpoint recorded (None: the file's).
+      saved: the checkpoint's copy of metrics.csv (None: it has none).
+
+    Returns:
+      The number of rows dropped (written after the checkpoint). The file
+      is rewritten (atomically) only when something is dropped or restored.
+
+    Raises:
+      RunError: the file is damaged and there is no copy to restore.
     """
     self.columns = list(columns) if columns else None
     self.rows = keep_rows
-    if not self.path or not os.path.exists(self.path):
+    self.restored = None
+    lines: List[str] = []
+    if self.path and os.path.exists(self.path):
+      with open(self.path, newline='') as f:
+        lines = f.read().splitlines(keepends=True)
+    if keep_rows == 0 and not (lines and self.columns is None):
+      dropped = max(0, len(lines) - 1)
+      self._lines = []
+      if lines and self.path:
+        os.remove(self.path)
+      return dropped
+    damage = self._whole(lines, keep_rows)
+    if damage is not None:
+      if saved is None:
+        raise RunError(
+            f'{self.path} is damaged ({damage}) and the checkpoint holds no '
+            'copy of it (written by an older roxie): restore the file, or '
+            'start a new run.')
+      self._lines = saved.splitlines(keepends=True)
+      if self.columns is None and self._lines:
+        self.columns = next(csv.reader([self._lines[0]]))
+      self.rows = max(0, len(self._lines) - 1)
+      self._rewrite()
+      self.restored = damage
       return 0
-    with open(self.path, newline='') as f:
-      lines = f.read().splitlines(keepends=True)
-    if not lines:
-      return 0
-    header = next(csv.reader([lines[0]]))
     if self.columns is None:
-      self.columns = header
-    data = lines[1:]
-    if len(data) < keep_rows:
-      self.rows = len(data)
-      return -(keep_rows - len(data))
-    if len(data) == keep_rows:
-      if data and not data[-1].endswith('\n'):
-        with open(self.path, 'a', newline='') as f:
-          f.write('\n')
-      return 0
+      self.columns = next(csv.reader([lines[0]]))
+    self._lines = lines[:1 + keep_rows]
+    dropped = len(lines) - 1 - keep_rows
+    if dropped:
+      self._rewrite()
+    return dropped
+
+  def _rewrite(self) -> None:
+    if not self.path:
+      return
     tmp = self.path + '.tmp'
     with open(tmp, 'w', newline='') as f:
-      f.writelines(lines[:1 + keep_rows])
+      f.writelines(self._lines)
       f.flush()
       os.fsync(f.fileno())
     os.replace(tmp, self.path)
-    return len(data) - keep_rows
 
   def append(self, row: Mapping[str, Any]) -> None:
     if self.columns is None:
       self.columns = list(row)
+    buf = io.StringIO()
+    writer = csv.writer(buf)
+    new = []
+    if not self._lines:
+      writer.writerow(self.columns)
+      new.append(buf.getvalue())
+      buf.seek(0)
+      buf.truncate()
+    writer.writerow([row.get(k, '') for k in self.columns])
+    new.append(buf.getvalue())
     if self.path:
-      buf = io.StringIO()
-      writer = csv.writer(buf)
-      if self.rows == 0 and (not os.path.exists(self.path)
-                             or os.path.getsize(self.path) == 0):
-        writer.writerow(self.columns)
-      writer.writerow([row.get(k, '') for k in self.columns])
+      with_header = self.rows == 0 and (not os.path.exists(self.path)
+                                        or os.path.getsize(self.path) == 0)
       with open(self.path, 'a', newline='') as f:
-        f.write(buf.getvalue())  # One write: a kill cannot split a row.
+        # One write: a kill cannot split a row.
+        f.write(''.join(new if with_header else new[-1:]))
+    self._lines.extend(new)
     self.rows += 1
 
 
@@ -507,9 +629,77 @@ def load_run(run_dir: str):
       meta = json.load(f)
   except json.JSONDecodeError as e:
     raise ValueError(f'{path} is not valid JSON ({e}).') from e
-  module = _agent_module(meta['agent'])
-  cfg = config_lib.from_dict(module.Config, meta['config'])
+  return _parse_run(meta, path)
+
+
+# The fields of config.json every run has, with their JSON types.
+_META_TYPES = (('agent', str), ('task', str), ('backend', str),
+               ('num_envs', int), ('steps', int), ('seed', int),
+               ('config', dict))
+_META_OPTIONAL_TYPES = (('env_options', dict), ('eval_every', int),
+                        ('eval_episodes', int), ('iterations_per_call', int),
+                        ('num_devices', int))
+
+
+def _parse_run(meta: Any, path: str):
+  """(meta, recipe module, Config) of a parsed config.json, checked.
+
+  Raises:
+    ValueError: naming the file and the field that is missing or wrong (a
+      hand-edited file), never a bare KeyError.
+  """
+  if not isinstance(meta, dict):
+    raise ValueError(f'{path} must hold a JSON object (a roxie run\'s '
+                     f'settings), not a {type(meta).__name__}.')
+  for name, kind in _META_TYPES + _META_OPTIONAL_TYPES:
+    if name not in meta:
+      if (name, kind) in _META_TYPES:
+        raise ValueError(f'{path} has no {name!r} field (edited by hand?); '
+                         'a roxie run needs it.')
+      continue
+    value = meta[name]
+    if name in ('env_options', 'num_devices') and value is None:
+      continue
+    if not isinstance(value, kind) or isinstance(value, bool):
+      raise ValueError(f'{path}: field {name!r} must be a JSON '
+                       f'{"integer" if kind is int else kind.__name__}, got '
+                       f'{value!r}.')
+    low = {'seed': None, 'steps': 0}.get(name, 1)
+    if kind is int and low is not None and value < low:
+      raise ValueError(f'{path}: field {name!r} must be >= {low}, got '
+                       f'{value}.')
+  if meta['backend'] not in ('cpu', 'mjx'):
+    raise ValueError(f"{path}: field 'backend' must be 'cpu' or 'mjx', got "
+                     f"{meta['backend']!r}.")
+  try:
+    module = _agent_module(meta['agent'])
+  except KeyError as e:
+    raise ValueError(f"{path}: field 'agent': {e.args[0]}") from None
+  try:
+    cfg = config_lib.from_dict(module.Config, meta['config'])
+  except config_lib.ConfigError as e:
+    unknown = str(e).split(': ', 1)[-1]
+    raise ValueError(
+        f"{path}: field 'config' has entries that agent {meta['agent']!r} "
+        f'does not have ({unknown.rstrip(".")}); was \'agent\' or '
+        '\'config\' edited? They must be those that trained the run.'
+    ) from None
+  except (TypeError, ValueError) as e:
+    raise ValueError(f"{path}: field 'config' does not build "
+                     f"{meta['agent']}'s Config ({e}).") from None
+  try:
+    config_lib.validate(_with_num_envs(cfg, meta['num_envs']),
+                        where=f"{path} field 'config'")
+  except config_lib.ConfigError as e:
+    raise ValueError(str(e)) from None
   return meta, module, cfg
+
+
+def _with_num_envs(cfg: Any, num_envs: int) -> Any:
+  """cfg with the run's num_envs (which may differ from the config's)."""
+  if any(f.name == 'num_envs' for f in dataclasses.fields(cfg)):
+    return dataclasses.replace(cfg, num_envs=int(num_envs))
+  return cfg
 
 
 def run_differences(meta: Mapping[str, Any],
@@ -546,6 +736,9 @@ def run_differences(meta: Mapping[str, Any],
           diffs.append(f'{k}: the run has {have.get(k)!r}, asked for {v!r}')
     else:
       have = meta.get(key)
+      if key == 'eval_every' and meta.get('env_steps_per_iteration'):
+        # Saved rounded up to whole iterations (see `whole_iterations`).
+        value = whole_iterations(value, meta['env_steps_per_iteration'])
       if isinstance(value, str) and isinstance(have, str):
         same = value.lower() == have.lower()
       else:
@@ -571,6 +764,18 @@ class _Programs:
   # The native CPU backend keeps its physics on the host, outside the loop
   # state: checkpoints save it with env.get_host_state().
   host_physics: bool
+  # Programs of fewer iterations, for a call that ends at an evaluation
+  # point or at the run's total (built and compiled when first needed).
+  shorter: Dict[int, Any] = dataclasses.field(default_factory=dict)
+
+  def run_for(self, iterations: int):
+    """The training program of `iterations` iterations per call."""
+    if iterations == self.iterations:
+      return self.run
+    if iterations not in self.shorter:
+      _, self.shorter[iterations] = loops.make_compiled_loop(
+          self.recipe, self.env, iterations=iterations)
+    return self.shorter[iterations]
 
 
 _PROGRAMS: Dict[str, _Programs] = {}
@@ -637,6 +842,10 @@ class _Runner:
   csv_columns: Optional[List[str]] = None
   wall_time: float = 0.0  # Seconds of training before this process.
   stage: int = 0  # Resolution-schedule stage of the state (0 without one).
+  # Since the last metrics row: action dims the env clipped (outside [-1, 1]
+  # or NaN) and envs reset after their physics diverged.
+  clipped: int = 0
+  diverged: int = 0
 
   def to_json(self) -> Dict[str, Any]:
     d = dataclasses.asdict(self)
@@ -1038,12 +1247,44 @@ def pixel_defaults(agent: str) -> Dict[str, Any]:
   return dict(_agent_module(agent).PIXEL_DEFAULTS)
 
 
+def whole_iterations(env_steps: int, per_iteration: int) -> int:
+  """`env_steps` rounded up to whole iterations of `per_iteration` env steps."""
+  return -(-int(env_steps) // int(per_iteration)) * int(per_iteration)
+
+
+def _rounding_notes(meta: Mapping[str, Any], eval_every: Optional[int],
+                    total: int) -> List[str]:
+  """Notes on the env steps and evaluation points rounded to iterations."""
+  per_iter = int(meta.get('env_steps_per_iteration') or 0)
+  if not per_iter:
+    return []
+  unit = (f'whole iterations of {per_iter:,} env steps (num_envs x '
+          'steps per iteration x action repeat)')
+  notes = []
+  if whole_iterations(total, per_iter) != total:
+    notes.append(f'note: training {whole_iterations(total, per_iter):,} env '
+                 f'steps: {total:,} rounded up to {unit}.')
+  if eval_every and int(meta['eval_every']) != int(eval_every):
+    notes.append(f'note: evaluating every {int(meta["eval_every"]):,} env '
+                 f'steps: {int(eval_every):,} rounded up to {unit}.')
+  return notes
+
+
 def _new_run_meta(agent, task, backend, num_envs, steps, seed, overrides,
                   eval_every, eval_episodes, env_options, checkpoint_every,
                   resolution_schedule=None):
   module, cfg = resolve_config(agent, overrides or {})
+  for name, value in (('num_envs', num_envs), ('steps', steps),
+                      ('eval_every', eval_every),
+                      ('eval_episodes', eval_episodes),
+                      ('checkpoint_every', checkpoint_every)):
+    if value is not None and (isinstance(value, bool) or not isinstance(
+        value, (int, np.integer)) or value < 1):
+      raise RunError(f'{name} must be an integer >= 1, got {value!r}.')
   num_envs = int(num_envs or cfg.num_envs)
   total = int(steps if steps is not None else cfg.total_steps)
+  config_lib.validate(cfg)  # Its own fields, then with the run's num_envs.
+  config_lib.validate(_with_num_envs(cfg, num_envs))
   env_options = dict(env_options or {})
   if env_options.get('pixels') is not None:
     check_pixel_agent(agent)
@@ -1069,18 +1310,29 @@ def _new_run_meta(agent, task, backend, num_envs, steps, seed, overrides,
   if getattr(cfg, 'action_repeat', 1) != 1:
     env_options.setdefault('action_repeat', int(cfg.action_repeat))
   # The per-iteration step count needs the recipe, which needs the spec.
-  spec_env = envs.make(task, backend=backend, num_envs=1,
-                       **env_kwargs(env_options))
-  per_iter = loops.env_steps_per_iteration(module.make(cfg, spec_env.spec),
-                                           num_envs) * _action_repeat(env_options)
-  eval_every = int(eval_every or max(per_iter, total // 10))
+  try:
+    spec_env = envs.make(task, backend=backend, num_envs=1,
+                         **env_kwargs(env_options))
+    recipe = module.make(cfg, spec_env.spec)
+  except (TypeError, ValueError) as e:
+    if isinstance(e, (RunError, config_lib.ConfigError)):
+      raise
+    raise RunError(f'This run cannot be built with these settings: {e}'
+                   ) from None
+  per_iter = loops.env_steps_per_iteration(recipe, num_envs) * _action_repeat(
+      env_options)
+  # Evaluations fall on whole iterations (all envs step together, each
+  # action repeated): eval_every is rounded up to a multiple of them.
+  eval_every = whole_iterations(int(eval_every or max(per_iter, total // 10)),
+                                per_iter)
   chunk = min(eval_every, int(checkpoint_every or eval_every))
   iterations = max(1, min(chunk // per_iter, _MAX_ITERATIONS_PER_CALL))
   meta = {'agent': agent, 'task': task, 'backend': backend,
           'num_envs': num_envs, 'steps': total, 'seed': int(seed),
           'env_options': env_options, 'config': config_lib.to_dict(cfg),
           'eval_every': eval_every, 'eval_episodes': int(eval_episodes),
-          'iterations_per_call': iterations}
+          'iterations_per_call': iterations,
+          'env_steps_per_iteration': per_iter}
   if resolution_schedule is not None:
     meta['resolution_schedule'] = resolution_schedule
   return meta
@@ -1159,12 +1411,38 @@ def train(agent: str = 'sac', task: str = DEFAULT_TASK, *, backend: str = 'cpu',
     # Checkpoints hold the replicated agent state only (see the module doc).
     meta['num_processes'] = jax.process_count()
     meta['checkpoint_contents'] = AGENT_ONLY
+  if out and os.path.exists(out) and not os.path.isdir(out):
+    raise RunError(f'{out} is a file, not a directory: choose another --out '
+                   'for the run directory.')
+  _check_buildable(meta)  # Before config.json: a bad run leaves nothing.
   with _run_lock(out):
     if out:
       _write_json(os.path.join(out, CONFIG_FILE), meta)
     return _train(meta, out, resume=False, checkpoint_every=checkpoint_every,
                   keep=keep_checkpoints, save_replay=save_replay,
-                  tensorboard=tensorboard, verbose=verbose)
+                  tensorboard=tensorboard, verbose=verbose,
+                  eval_every_asked=eval_every)
+
+
+def _check_buildable(meta: Mapping[str, Any]) -> None:
+  """Builds a run's envs and programs and traces its init (nothing runs).
+
+  The combination of settings (replay size against envs and episode length,
+  action repeat against episode length, ...) is checked here, before a new
+  run writes anything; the programs are cached for the training that
+  follows.
+
+  Raises:
+    RunError: the settings do not make a run, and why.
+  """
+  try:
+    progs = _programs(meta)
+    jax.eval_shape(progs.init, jax.random.PRNGKey(0))
+  except (TypeError, ValueError, ZeroDivisionError) as e:
+    if isinstance(e, (RunError, config_lib.ConfigError)):
+      raise
+    raise RunError(f'This run cannot be built with these settings: '
+                   f'{str(e).splitlines()[0] if str(e) else repr(e)}') from None
 
 
 def resume(run_dir: str, *, steps: Optional[int] = None,
@@ -1231,7 +1509,8 @@ def _check_positive(**values) -> None:
 
 def _train(meta: Dict[str, Any], out: Optional[str], *, resume: bool,
            checkpoint_every: Optional[int], keep: int, save_replay: bool,
-           tensorboard: bool, verbose: bool) -> RunResult:
+           tensorboard: bool, verbose: bool,
+           eval_every_asked: Optional[int] = None) -> RunResult:
   """The training loop of a fresh or resumed run (the lock is held)."""
   total = int(meta['steps'])
   eval_every = int(meta['eval_every'])
@@ -1241,42 +1520,55 @@ def _train(meta: Dict[str, Any], out: Optional[str], *, resume: bool,
   latest = ckpt_lib.latest(out) if (resume and out) else None
   stage = _checkpoint_stage(latest, meta) if latest else 0
   progs = _programs(stage_meta(meta, stage))
-  per_call = progs.iterations * progs.per_iter
+  # The run ends exactly at `total` rounded up to whole iterations.
+  total = whole_iterations(total, progs.per_iter)
   csv_log = _MetricsCsv(os.path.join(out, METRICS_FILE) if out else None)
   key = jax.random.PRNGKey(meta['seed'])
   key, k_init = jax.random.split(key)
   runner = _Runner(next_eval=eval_every)
   state = None
   resumed_from = None
-  notes = []
+  notes = _rounding_notes(meta, eval_every_asked, int(meta['steps']))
 
   if resume:
     path = ckpt_lib.latest(out)
     if path is None:
-      rows = _count_rows(os.path.join(out, METRICS_FILE))
-      if rows:
-        raise RunError(
-            f'{out} has {rows} rows in {METRICS_FILE} but no checkpoint to '
-            f'resume from ({ckpt_lib.CHECKPOINT_DIR}/ is empty or missing); '
-            'refusing to discard them. Start a new run instead.')
+      # Stopped before its first checkpoint was committed (killed, a
+      # second Ctrl-C or a full disk during it): the run starts again from
+      # step 0 with its saved seed and config. The rows it had logged are
+      # recomputed (the same but for timing); the old file is kept aside.
+      metrics_path = os.path.join(out, METRICS_FILE)
+      rows = _count_rows(metrics_path)
+      aside = metrics_path + RESTART_SUFFIX
+      if os.path.exists(metrics_path):
+        os.replace(metrics_path, aside)
       notes.append(f'{out} has no checkpoint yet (stopped before the first '
-                   'one): starting it from step 0 with its saved config.')
+                   'one was complete): starting it again from step 0 with '
+                   'its saved seed and config'
+                   + (f'; the {rows} row(s) of {METRICS_FILE} it had are '
+                      f'recomputed (the old file is kept as {aside}).'
+                      if rows else '.'))
     else:
-      state, key, runner, replay_restored = _load_checkpoint(
-          path, progs, meta, k_init)
+      try:
+        state, key, runner, replay_restored = _load_checkpoint(
+            path, progs, meta, k_init)
+      except ckpt_lib.CheckpointError as e:
+        raise ckpt_lib.CheckpointError(f'{e}{older_checkpoint_hint(path)}'
+                                       ) from None
       runner.stage = stage
       resumed_from = runner.env_steps
-      dropped = csv_log.adopt(runner.csv_rows, runner.csv_columns)
+      dropped = csv_log.adopt(runner.csv_rows, runner.csv_columns,
+                              saved=ckpt_lib.read_file(path, METRICS_FILE))
       notes.append(f'resumed {out} from {os.path.basename(path)} '
                    f'({runner.env_steps} env steps, {runner.csv_rows} metrics '
                    'rows).')
       if dropped > 0:
         notes.append(f'dropped {dropped} {METRICS_FILE} row(s) written after '
                      'that checkpoint; they are recomputed.')
-      elif dropped < 0:
-        notes.append(f'warning: {METRICS_FILE} has {-dropped} row(s) fewer '
-                     'than the checkpoint recorded (edited outside roxie?); '
-                     'appending after what is there.')
+      if csv_log.restored:
+        notes.append(f'warning: {METRICS_FILE} was damaged '
+                     f'({csv_log.restored}); restored its {csv_log.rows} '
+                     'row(s) from the checkpoint.')
       if not progs.recipe.on_policy and not replay_restored:
         notes.append('warning: the checkpoint has no replay buffer (saved '
                      'with --no-save-replay): continuing with an EMPTY '
@@ -1286,7 +1578,7 @@ def _train(meta: Dict[str, Any], out: Optional[str], *, resume: bool,
     if removed:
       notes.append(f'removed {len(removed)} unfinished checkpoint write(s) '
                    f'left by a killed process: {", ".join(removed)}.')
-    if total > runner.env_steps and total != _saved_total(out):
+    if total > runner.env_steps and int(meta['steps']) != _saved_total(out):
       _write_json(os.path.join(out, CONFIG_FILE), meta)  # A new total.
   elif out:
     ckpt_lib.cleanup(out)
@@ -1346,18 +1638,36 @@ def _train(meta: Dict[str, Any], out: Optional[str], *, resume: bool,
         state = _switch_stage(state, progs, new_progs, k_init,
                               (height, width))
         progs, runner.stage = new_progs, want
-        per_call = progs.iterations * progs.per_iter
-      state, output = progs.run(state)
-      output = distributed.local_copy(output)  # No-op on one device.
-      prev, env_steps = env_steps, env_steps + per_call
+      # A call ends at the next evaluation point or the end of the run,
+      # whichever comes first (a shorter program when it is nearer than a
+      # whole call), so both fall exactly where asked.
+      target = min(max(runner.next_eval, env_steps + 1), total)
+      iterations = min(progs.iterations,
+                       -(-(target - env_steps) // progs.per_iter))
+      with _host_errors():
+        state, output = progs.run_for(iterations)(state)
+        output = distributed.local_copy(output)  # No-op on one device.
+        jax.block_until_ready(output)
+      prev, env_steps = env_steps, env_steps + iterations * progs.per_iter
       stats = jax.device_get(output.stats)
-      if stats.completed > 0:
-        runner.train_return = float(stats.completed_return / stats.completed)
+      if np.sum(stats.completed) > 0:
+        runner.train_return = float(np.sum(stats.completed_return)
+                                    / np.sum(stats.completed))
+      runner.clipped += int(np.sum(stats.clipped))
+      runner.diverged += int(np.sum(stats.diverged))
+      # One reduction over the agent state per call: a NaN/inf parameter
+      # stops the run before it is checkpointed, evaluated or exported.
+      bad = nonfinite_leaves(distributed.local_copy(state.agent))
       elapsed = time.time() - t0
       sps = (env_steps - start_steps) / max(elapsed, 1e-9)
       rate = progress.rate(env_steps)
       progress.update(env_steps, rate, runner.last_eval)
       finished = env_steps >= total
+      if bad:
+        _stop_nonfinite(bad, state, output, out, runner, csv_log, board,
+                        progress, env_steps=env_steps,
+                        wall=round(runner.wall_time + time.time() - t0, 2),
+                        sps=sps)
       if env_steps >= runner.next_eval or finished:
         runner.next_eval += eval_every
         key, k_eval = jax.random.split(key)
@@ -1368,8 +1678,8 @@ def _train(meta: Dict[str, Any], out: Optional[str], *, resume: bool,
         metrics = {k: float(v)
                    for k, v in jax.device_get(output.metrics).items()}
         if not all(math.isfinite(v) for v in metrics.values()):
-          progress.log(f'warning: non-finite training metrics at {env_steps} '
-                       f'steps: {metrics}')
+          _warn(progress, f'non-finite training metrics at {env_steps} '
+                f'steps: {metrics}')
         row = {'env_steps': env_steps,
                'wall_time': round(runner.wall_time + time.time() - t0, 2),
                'eval_return': runner.last_eval,
@@ -1377,12 +1687,15 @@ def _train(meta: Dict[str, Any], out: Optional[str], *, resume: bool,
                'train_episode_return': runner.train_return,
                'sps': round(sps, 1)}
         row.update(metrics)
+        row.update(_health(runner, nonfinite=0))
         csv_log.append(row)
         if board:
           board.write(row)
         progress.log(f'steps={env_steps} eval_return={runner.last_eval:.1f} '
                      f'train_return={runner.train_return:.1f} sps={sps:,.0f} '
-                     f'time={runner.wall_time + time.time() - t0:.0f}s')
+                     f'time={runner.wall_time + time.time() - t0:.0f}s'
+                     + _health_text(runner))
+        runner.clipped = runner.diverged = 0
       if out and (env_steps // ckpt_every > prev // ckpt_every or finished):
         progress.status(f'saving checkpoint at {env_steps} env steps...')
         runner.env_steps = env_steps
@@ -1414,9 +1727,122 @@ def _train(meta: Dict[str, Any], out: Optional[str], *, resume: bool,
   return final
 
 
+def _is_float(x) -> bool:
+  dtype = getattr(x, 'dtype', None)
+  return dtype is not None and jax.dtypes.issubdtype(dtype, jnp.inexact)
+
+
+@jax.jit
+def _finite_flags(tree):
+  """[L] bool: whether each floating leaf of `tree` is all finite."""
+  leaves = [x for x in jax.tree.leaves(tree) if _is_float(x)]
+  if not leaves:
+    return jnp.ones((0,), bool)
+  return jnp.stack([jnp.all(jnp.isfinite(x)) for x in leaves])
+
+
+def nonfinite_leaves(tree) -> List[str]:
+  """Paths of the floating-point leaves of `tree` holding a NaN or inf."""
+  flags = np.asarray(jax.device_get(_finite_flags(tree)))
+  if flags.all():
+    return []
+  paths = [jax.tree_util.keystr(p) for p, x in
+           jax.tree_util.tree_flatten_with_path(tree)[0] if _is_float(x)]
+  return [p for p, ok in zip(paths, flags) if not ok]
+
+
+def _nonfinite_message(bad: List[str], total: int, what: str) -> str:
+  listed = ', '.join(bad[:3]) + (f' and {len(bad) - 3} more' if len(bad) > 3
+                                 else '')
+  return (f'{len(bad)} of {total} parameter arrays of {what} are not finite '
+          f'(NaN or inf): {listed}')
+
+
+def _count_inexact(tree) -> int:
+  return sum(1 for x in jax.tree.leaves(tree) if _is_float(x))
+
+
+@contextlib.contextmanager
+def _host_errors():
+  """Host-callback errors as themselves, not as an XLA INTERNAL error.
+
+  An exception raised in a host callback (the native backend's physics)
+  reaches Python as a JaxRuntimeError whose message ends with the original
+  one (e.g. `StaleStateError: ...`); that line is the useful one.
+  """
+  try:
+    yield
+  except jax.errors.JaxRuntimeError as e:
+    lines = [l.strip() for l in str(e).splitlines() if l.strip()]
+    for line in reversed(lines):
+      if 'StaleStateError' in line:
+        raise TrainingFault(
+            'the native backend\'s physics was stepped from a stale state '
+            '(another program, or another run sharing these envs, stepped '
+            'them since): ' + line.split('StaleStateError', 1)[1].lstrip(
+                ': ')) from None
+    raise
+
+
 def _resolution(meta: Mapping[str, Any]) -> Optional[Tuple[int, int]]:
   pixels = (meta.get('env_options') or {}).get('pixels')
   return None if not pixels else (int(pixels['height']), int(pixels['width']))
+
+
+# metrics.csv columns of the run's health (after the recipe's metrics).
+HEALTH_COLUMNS = ('clipped_actions', 'diverged_envs', 'nonfinite_params')
+
+
+def _health(runner: _Runner, nonfinite: int) -> Dict[str, int]:
+  return {'clipped_actions': runner.clipped, 'diverged_envs': runner.diverged,
+          'nonfinite_params': nonfinite}
+
+
+def _health_text(runner: _Runner) -> str:
+  """What the progress line adds when actions were clipped or physics diverged."""
+  parts = []
+  if runner.clipped:
+    parts.append(f'clipped_actions={runner.clipped}')
+  if runner.diverged:
+    parts.append(f'diverged_envs={runner.diverged}')
+  return (' ' + ' '.join(parts)) if parts else ''
+
+
+def _warn(progress: '_Progress', text: str) -> None:
+  """A warning on stderr, shown even when quiet."""
+  progress.clear()
+  print(f'roxie: warning: {text}', file=sys.stderr, flush=True)
+
+
+def _stop_nonfinite(bad: List[str], state, output, out: Optional[str],
+                    runner: _Runner, csv_log: '_MetricsCsv', board,
+                    progress: '_Progress', *, env_steps: int, wall: float,
+                    sps: float) -> None:
+  """Ends a run whose agent state became non-finite: a row, then a fault.
+
+  The poisoned state is neither evaluated nor checkpointed; the last
+  checkpoint (if any) stays the latest, so `roxie eval/export` use it.
+  """
+  total = _count_inexact(state.agent)
+  metrics = {k: float(v) for k, v in jax.device_get(output.metrics).items()}
+  row = {'env_steps': env_steps, 'wall_time': wall, 'eval_return': math.nan,
+         'eval_return_std': math.nan,
+         'train_episode_return': runner.train_return, 'sps': round(sps, 1)}
+  row.update(metrics)
+  row.update(_health(runner, nonfinite=len(bad)))
+  csv_log.append(row)
+  if board:
+    board.write(row)
+  last = ckpt_lib.latest(out) if out else None
+  kept = (f'the last good checkpoint, {last}, is kept (roxie eval/export '
+          'use it)' if last else 'no checkpoint had been written yet')
+  progress.clear()
+  raise TrainingFault(
+      f'training diverged at {env_steps} env steps: '
+      f'{_nonfinite_message(bad, total, "the agent state")}. Training '
+      f'stopped and this state was not saved; {kept}. Resuming would '
+      'diverge again: start a new run with smaller learning rates (or '
+      '--set max_grad_norm=...).')
 
 
 def _save_checkpoint(out, progs, state, key, runner: _Runner, meta, csv_log,
@@ -1436,7 +1862,8 @@ def _save_checkpoint(out, progs, state, key, runner: _Runner, meta, csv_log,
     items = {'agent': distributed.local_copy(state.agent)}
   else:
     items = _items(progs, state, key, save_replay)
-  ckpt_lib.save(out, runner.env_steps, items, meta=ckpt_meta, keep=keep)
+  ckpt_lib.save(out, runner.env_steps, items, meta=ckpt_meta, keep=keep,
+                files={METRICS_FILE: csv_log.text()})
   save_agent_state(os.path.join(out, STATE_FILE),
                    distributed.local_copy(state.agent))
 
@@ -1503,9 +1930,44 @@ def load_run_agent_state(run_dir: str, template):
   """
   path = ckpt_lib.latest(run_dir)
   if path is None:
-    return load_agent_state(os.path.join(run_dir, STATE_FILE), template)
-  items, _ = ckpt_lib.restore(path, {'agent': template})
-  return jax.tree.map(jnp.asarray, items['agent'])
+    state = load_agent_state(os.path.join(run_dir, STATE_FILE), template)
+    where = os.path.join(run_dir, STATE_FILE)
+  else:
+    try:
+      items, _ = ckpt_lib.restore(path, {'agent': template})
+    except ckpt_lib.CheckpointError as e:
+      raise ckpt_lib.CheckpointError(f'{e}{older_checkpoint_hint(path)}'
+                                     ) from None
+    state = jax.tree.map(jnp.asarray, items['agent'])
+    where = path
+  bad = nonfinite_leaves(state)
+  if bad:
+    raise ValueError(
+        f'{where}: the trained policy cannot be used: '
+        f'{_nonfinite_message(bad, _count_inexact(state), "its agent state")}'
+        '. Training diverged; an older checkpoint of the run may still be '
+        'finite.')
+  return state
+
+
+def older_checkpoint_hint(path: str) -> str:
+  """For a damaged checkpoint: the newest older one that reads, and how."""
+  run_dir = os.path.dirname(os.path.dirname(os.path.abspath(path)))
+  here = os.path.basename(os.path.normpath(path))
+  for step in reversed(ckpt_lib.list_steps(run_dir)):
+    older = os.path.join(ckpt_lib.checkpoint_dir(run_dir),
+                         ckpt_lib.step_name(step))
+    if ckpt_lib.step_name(step) >= here:
+      continue
+    try:
+      ckpt_lib.read_meta(older)
+    except ckpt_lib.CheckpointError:
+      continue
+    return (f'\nAn older checkpoint, {older}, looks intact: to use it, move '
+            f'the damaged one out of the way (mv {path} '
+            f'{os.path.dirname(path)}/damaged-{here}) and run the command '
+            'again.')
+  return ''
 
 
 def evaluate_run(run_dir: str, *, episodes: int = 10, backend: Optional[str] = None,

@@ -371,13 +371,6 @@ def test_resume_refuses_options_that_change_the_run(runs, tmp_path, capsys):
   assert _snapshot(run_dir) == before
 
 
-def test_rows_without_a_checkpoint_are_not_discarded(runs, tmp_path, capsys):
-  run_dir = _copy_run(runs, tmp_path)
-  shutil.rmtree(ckpt.checkpoint_dir(run_dir))
-  code, _, err = _cli(capsys, 'train', '--resume', run_dir)
-  assert code == 2 and 'no checkpoint to resume from' in err
-
-
 def test_a_run_directory_is_not_trained_over(runs, tmp_path, capsys):
   run_dir = _copy_run(runs, tmp_path)
   before = _snapshot(run_dir)
