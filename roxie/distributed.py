@@ -33,11 +33,9 @@ is sharded over the mesh; the agent state, key and iteration are replicated.
 from __future__ import annotations
 
 import dataclasses
-import os
 from typing import Any, Optional, Sequence
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
@@ -225,54 +223,10 @@ class ShardedNativeEnv(ShardedEnv):
 
 
 def _sharded(spec, num_envs: int, mesh: Mesh, local) -> ShardedEnv:
-  native = isinstance(getattr(local, 'physics', None), _ShardLocalPhysics)
-  cls = ShardedNativeEnv if native else ShardedEnv
+  host = callable(getattr(getattr(local, 'physics', None), 'get_host_state',
+                          None))
+  cls = ShardedNativeEnv if host else ShardedEnv
   return cls(spec=spec, num_envs=int(num_envs), mesh=mesh, local=local)
-
-
-class _ShardLocalPhysics:
-  """Native physics for the shards of this process, picked per device.
-
-  One `NativePhysics` (its own `mujoco.batch.Batch`, threads and version
-  token) per local shard; inside `shard_map` each device's program takes the
-  `lax.switch` branch of its own shard, so every device's callbacks drive its
-  own simulations. Branches of other processes' shards are never taken.
-  """
-
-  def __init__(self, parts: Sequence[Any], slots: Sequence[int], axis: str):
-    self.parts = list(parts)
-    # Shards of other processes map to slot 0; their branch never runs here.
-    self.slots = np.asarray([max(s, 0) for s in slots], np.int32)
-    self.axis = axis
-    self.num_envs = parts[0].num_envs
-
-  def _call(self, method: str, *args):
-    fns = [getattr(p, method) for p in self.parts]
-    if len(fns) == 1:
-      return fns[0](*args)
-    slot = jnp.asarray(self.slots)[jax.lax.axis_index(self.axis)]
-    return jax.lax.switch(slot, fns, *args)
-
-  def init(self, qpos, qvel):
-    return self._call('init', qpos, qvel)
-
-  def step(self, state, ctrl, reset_mask, qpos, qvel):
-    return self._call('step', state, ctrl, reset_mask, qpos, qvel)
-
-  def reset(self, state, mask, qpos, qvel):
-    return self._call('reset', state, mask, qpos, qvel)
-
-  def get_host_state(self) -> np.ndarray:
-    """This process's shards' physics states, [local shards, B / D, S]."""
-    return np.stack([p.get_host_state() for p in self.parts])
-
-  def set_host_state(self, rows: np.ndarray) -> None:
-    rows = np.asarray(rows)
-    if rows.shape[0] != len(self.parts):
-      raise ValueError(f'Expected host state for {len(self.parts)} shards, '
-                       f'got {rows.shape[0]}.')
-    for p, r in zip(self.parts, rows):
-      p.set_host_state(r)
 
 
 def _wrapped(env) -> bool:
@@ -297,22 +251,13 @@ def _local_env(env, mesh: Mesh, nthread: Optional[int]):
     raise ValueError(f'num_envs ({env.num_envs}) must be a multiple of the '
                      f'number of devices ({d}).')
   b = env.num_envs // d
-  backend = getattr(env, 'backend', None)
-  if backend == 'mjx':
-    from roxie.envs import mjx_backend  # pylint: disable=g-import-not-at-top
-    physics = mjx_backend.MjxPhysics(env.model, env.task, b, env.physics.impl)
-    return dataclasses.replace(env, num_envs=b, physics=physics)
-  if backend == 'cpu':
-    from roxie.envs import native  # pylint: disable=g-import-not-at-top
-    slots = local_shards(mesh)
-    n_local = max(1, sum(s >= 0 for s in slots))
-    total = os.cpu_count() if nthread is None else int(nthread)
-    per_shard = max(1, total // n_local)
-    parts = [native.NativePhysics(env.model, env.task, b, per_shard,
-                                  env.physics.callback)
-             for _ in range(n_local)]
-    physics = _ShardLocalPhysics(parts, slots, mesh_axis(mesh))
-    return dataclasses.replace(env, num_envs=b, physics=physics)
+  physics = getattr(env, 'physics', None)
+  if callable(getattr(physics, 'shard', None)) and dataclasses.is_dataclass(env):
+    # The backend splits its own simulations (`roxie.envs` physics: MJX
+    # re-sizes its batch, native gives every local shard its own host batch).
+    local = physics.shard(b, slots=local_shards(mesh), axis=mesh_axis(mesh),
+                          nthread=nthread)
+    return dataclasses.replace(env, num_envs=b, physics=local)
   if hasattr(env, 'shard'):
     return env.shard(d)
   if dataclasses.is_dataclass(env):  # A pure-JAX env of one's own.
@@ -325,12 +270,14 @@ def shard_env(env, mesh: Mesh, *, nthread: Optional[int] = None) -> ShardedEnv:
   """Splits `env` (num_envs B) into one shard of B / D envs per mesh device.
 
   Args:
-    env: a `roxie.envs.make` env ('mjx' or 'cpu' backend), or a pure-JAX env
-      that is a dataclass with a `num_envs` field, or any env with a
-      `shard(num_shards)` method returning the env of one shard.
+    env: a `roxie.envs.make` env (its physics splits itself: a
+      `shard(num_envs, *, slots, axis, nthread)` method returning one
+      shard's physics), or a pure-JAX env that is a dataclass with a
+      `num_envs` field, or any env with a `shard(num_shards)` method
+      returning the env of one shard.
     mesh: a 1-D mesh of D devices; B must be a multiple of D.
-    nthread: native backend only: simulation threads of this process, split
-      evenly between its shards (default: all cores).
+    nthread: simulation threads of this process for backends with host
+      physics, split evenly between its shards (default: all cores).
 
   Returns:
     A `ShardedEnv`. On the native backend it has its own simulations, so the
@@ -355,8 +302,7 @@ def make_sharded_env(task, *, mesh: Mesh, num_envs: int, backend: str = 'cpu',
   if num_envs % d:
     raise ValueError(f'num_envs ({num_envs}) must be a multiple of the '
                      f'number of devices ({d}).')
-  template = envs.make(task, backend=backend, num_envs=d, nthread=(
-      1 if backend == 'cpu' else None), **options)
+  template = envs.make(task, backend=backend, num_envs=1, **options)
   local = _local_env(_with_num_envs(template, num_envs), mesh, nthread)
   return _sharded(template.spec, num_envs, mesh, local)
 

@@ -124,6 +124,7 @@ class MjxPhysics(common.Physics):
       raise NotImplementedError(
           f'MJX (impl={impl!r}) cannot simulate task {task.name!r}: {e}') from e
     self.impl = impl
+    self.model, self.task = model, task
     self.num_envs = num_envs
     self.n_substeps = task.n_substeps(model)
     self.fields = tuple(f for f in task.fields if f != 'ctrl')
@@ -137,6 +138,22 @@ class MjxPhysics(common.Physics):
         mujoco.mjtIntegrator.mjINT_EULER,
         mujoco.mjtIntegrator.mjINT_IMPLICITFAST))
     self.template = mjx.make_data(self.mx)
+
+  def shard(self, num_envs: int, *, slots=None, axis=None,
+            nthread=None) -> 'MjxPhysics':
+    """The physics of one shard of a mesh (see `roxie.distributed`).
+
+    Pure JAX: every device runs the same `num_envs` simulations' program
+    inside `shard_map` on its own part of the state, so the shard is this
+    physics at the shard's batch size (`slots`, `axis` and `nthread`, the
+    native backend's concerns, are ignored).
+    """
+    del slots, axis, nthread
+    if self.renderer is not None:
+      raise NotImplementedError(
+          'Sharding an MJX env with pixel observations over devices is not '
+          'supported: build it without a mesh.')
+    return MjxPhysics(self.model, self.task, num_envs, self.impl)
 
   # -- per-env pieces (vmapped below) -------------------------------------
 

@@ -57,7 +57,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Optional, Tuple
+from typing import Optional, Sequence, Tuple
 
 import jax
 import jax.experimental
@@ -108,6 +108,7 @@ class NativePhysics(common.Physics):
                pixel_obs=None):
     nthread = os.cpu_count() if nthread is None else int(nthread)
     self.batch = mujoco.batch.Batch(model, num_envs, nthread, persistent=True)
+    self.model, self.task = model, task
     self.num_envs = num_envs
     self.n_substeps = task.n_substeps(model)
     self.fields = tuple(f for f in task.fields if f != 'ctrl')
@@ -368,6 +369,35 @@ class NativePhysics(common.Physics):
     self._resync = False
     self._give_token(token_out)
 
+  # -- data parallelism ------------------------------------------------------
+
+  def shard(self, num_envs: int, *, slots: Sequence[int], axis: str,
+            nthread: Optional[int] = None) -> 'ShardedNativePhysics':
+    """The physics of one shard of a mesh (see `roxie.distributed`).
+
+    Every local shard (a device of this process) gets its own
+    `mujoco.batch.Batch` of `num_envs` simulations; this physics is not used.
+
+    Args:
+      num_envs: envs per shard.
+      slots: for each mesh position, its index among this process's shards,
+        or -1 where another process owns the device.
+      axis: the mesh axis name (the program picks its shard by
+        `lax.axis_index`).
+      nthread: simulation threads of this process, split evenly between its
+        shards (default: all cores).
+    """
+    if self.renderer is not None:
+      raise NotImplementedError(
+          'Sharding a native env with pixel observations over devices is not '
+          'supported: build it without a mesh.')
+    n_local = max(1, sum(s >= 0 for s in slots))
+    total = os.cpu_count() if nthread is None else int(nthread)
+    per_shard = max(1, total // n_local)
+    parts = [NativePhysics(self.model, self.task, num_envs, per_shard,
+                           self.callback) for _ in range(n_local)]
+    return ShardedNativePhysics(parts, slots, axis)
+
   # -- checkpoints -----------------------------------------------------------
 
   def get_host_state(self) -> np.ndarray:
@@ -389,3 +419,49 @@ class NativePhysics(common.Physics):
     except mujoco.batch.SimulationError:
       pass  # Those envs diverge on their next step and are reset then.
     self._resync = True
+
+
+class ShardedNativePhysics(common.Physics):
+  """Native physics for the shards of this process, picked per device.
+
+  One `NativePhysics` (its own `mujoco.batch.Batch`, threads and version
+  token) per local shard; inside `shard_map` each device's program takes the
+  `lax.switch` branch of its own shard, so every device's callbacks drive its
+  own simulations. Branches of other processes' shards are never taken.
+  """
+
+  def __init__(self, parts: Sequence[NativePhysics], slots: Sequence[int],
+               axis: str):
+    self.parts = list(parts)
+    # Shards of other processes map to slot 0; their branch never runs here.
+    self.slots = np.asarray([max(s, 0) for s in slots], np.int32)
+    self.axis = axis
+    self.num_envs = parts[0].num_envs
+
+  def _call(self, method: str, *args):
+    fns = [getattr(p, method) for p in self.parts]
+    if len(fns) == 1:
+      return fns[0](*args)
+    slot = jnp.asarray(self.slots)[jax.lax.axis_index(self.axis)]
+    return jax.lax.switch(slot, fns, *args)
+
+  def init(self, qpos, qvel):
+    return self._call('init', qpos, qvel)
+
+  def step(self, state, ctrl, reset_mask, qpos, qvel):
+    return self._call('step', state, ctrl, reset_mask, qpos, qvel)
+
+  def reset(self, state, mask, qpos, qvel):
+    return self._call('reset', state, mask, qpos, qvel)
+
+  def get_host_state(self) -> np.ndarray:
+    """This process's shards' physics states, [local shards, B / D, S]."""
+    return np.stack([p.get_host_state() for p in self.parts])
+
+  def set_host_state(self, rows: np.ndarray) -> None:
+    rows = np.asarray(rows)
+    if rows.shape[0] != len(self.parts):
+      raise ValueError(f'Expected host state for {len(self.parts)} shards, '
+                       f'got {rows.shape[0]}.')
+    for p, r in zip(self.parts, rows):
+      p.set_host_state(r)

@@ -1,5 +1,7 @@
 """Scanned collectors, evaluation and the compiled training loop."""
 
+from roxie.loops.check import RecipeError
+from roxie.loops.check import check_recipe
 from roxie.loops.collect import EpisodeStats
 from roxie.loops.collect import Step
 from roxie.loops.collect import make_env_step
@@ -10,13 +12,17 @@ from roxie.loops.compiled import env_steps_per_iteration
 from roxie.loops.compiled import make_compiled_loop
 from roxie.loops.evaluate import EvalResult
 from roxie.loops.evaluate import make_evaluator
+from roxie.loops.host import HostPhysicsInUse
 
 __all__ = (
     'EpisodeStats',
     'EvalResult',
+    'HostPhysicsInUse',
     'LoopOutput',
     'LoopState',
+    'RecipeError',
     'Step',
+    'check_recipe',
     'env_steps_per_iteration',
     'make_compiled_loop',
     'make_env_step',

@@ -7,6 +7,7 @@ from typing import Callable, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from roxie.loops import host
 from roxie.types import Array, PRNGKey, Recipe
 
 
@@ -33,7 +34,12 @@ def make_evaluator(recipe: Recipe, env, *, explore: bool = False,
       every call, so it must not be the training env on a host backend).
     explore: evaluate the exploring policy instead.
     max_steps: run at most this many steps (default: the episode length).
+
+  Raises:
+    roxie.loops.host.HostPhysicsInUse (a ValueError): `env` keeps its physics
+      on the host (native backend) and a training loop already drives it.
   """
+  host.claim(env, host.EVALUATION)
   steps = int(max_steps or env.spec.episode_length)
 
   def evaluate(agent_state, key: PRNGKey) -> EvalResult:
