@@ -239,6 +239,8 @@ def _main(args: argparse.Namespace, early: Optional[_EarlySignal]) -> int:
     except (FileNotFoundError, ValueError, KeyError,
             gl.RenderingUnavailable) as e:
       return _fail(str(e))
+    except run_lib.TrainingFault as e:  # A host-callback failure.
+      return _fault(str(e))
     print(f'eval_return={float(result.mean):.1f} '
           f'std={float(result.std):.1f} episodes={args.episodes}')
     return 0

@@ -1671,8 +1671,9 @@ def _train(meta: Dict[str, Any], out: Optional[str], *, resume: bool,
       if env_steps >= runner.next_eval or finished:
         runner.next_eval += eval_every
         key, k_eval = jax.random.split(key)
-        result = jax.device_get(progs.evaluate(
-            distributed.local_copy(state.agent), k_eval))
+        with _host_errors():
+          result = jax.device_get(progs.evaluate(
+              distributed.local_copy(state.agent), k_eval))
         runner.last_eval = float(result.mean)
         runner.last_eval_std = float(result.std)
         metrics = {k: float(v)
@@ -1982,4 +1983,5 @@ def evaluate_run(run_dir: str, *, episodes: int = 10, backend: Optional[str] = N
                             jax.random.PRNGKey(0))
   agent_state = load_run_agent_state(run_dir, template)
   evaluate = loops.make_evaluator(recipe, env)
-  return jax.device_get(evaluate(agent_state, jax.random.PRNGKey(seed)))
+  with _host_errors():
+    return jax.device_get(evaluate(agent_state, jax.random.PRNGKey(seed)))
