@@ -12,6 +12,10 @@ every checkpoint before it is one a signal made.
 3. `roxie train --resume` gets SIGTERM: checkpoint at the boundary, exit 143.
 4. `roxie train --resume` runs to the end.
 
+Steps 1 and 3 run under `gated_train.py`: the child is held before a
+training call, signalled there, and let go once it has seen the signal, so
+it cannot finish the run first however fast the machine is.
+
 The result must equal an uninterrupted in-process run: metrics.csv row for
 row (but wall_time and sps) and every leaf of the final checkpoint.
 """
@@ -24,8 +28,10 @@ import subprocess
 from roxie import checkpoint as ckpt
 
 from test_resume import read_rows  # pylint: disable=g-bad-import-order
-from test_resume_kill import (STEPS, _argv, _log_text, _start, _tmp_dirs,  # pylint: disable=g-bad-import-order
-                              _wait_for, assert_matches_uninterrupted)
+from test_resume_kill import (STEPS, _argv, _log_text, _open_gate,  # pylint: disable=g-bad-import-order
+                              _remove_gate, _start, _start_gated, _tmp_dirs,
+                              _wait_at_gate, _wait_for,
+                              assert_matches_uninterrupted)
 
 NO_SCHEDULED_CHECKPOINTS = ['--checkpoint-every', '1000']
 _STOPPED = re.compile(r'stopped by (SIG[A-Z]+) at (\d+) env steps of (\d+); '
@@ -50,6 +56,26 @@ def _signal_and_wait(proc, signum, timeout=600):
     raise
 
 
+def _signal_at_gate(proc, run_dir, log_path, signum):
+  """Signals the child held at the gate, lets it go once it saw the signal.
+
+  Returns its exit code.
+  """
+  _wait_at_gate(proc, run_dir)
+  os.kill(proc.pid, signum)
+  _wait_for(proc, lambda: f'{signal.Signals(signum).name} received' in
+            _log_text(log_path), 'the signal to be seen')
+  _open_gate(run_dir)
+  try:
+    code = proc.wait(timeout=600)
+  except subprocess.TimeoutExpired:
+    proc.kill()
+    proc.wait()
+    raise
+  _remove_gate(run_dir)
+  return code
+
+
 def _check_stop(run_dir, text, signame, after):
   """The run stopped after `after` env steps with a checkpoint there."""
   step, path, rows = _stopped_at(text, signame)
@@ -72,11 +98,11 @@ def test_sigint_and_sigterm_stop_with_a_checkpoint_and_resume(tmp_path):
 
   # 1. SIGINT once the first metrics row (40 steps) is there.
   with open(logs[0], 'w') as log:
-    proc = _start(_argv(run_dir) + NO_SCHEDULED_CHECKPOINTS, log)
-    _wait_for(proc, lambda: os.path.exists(run_dir / 'metrics.csv') and
-              read_rows(run_dir), 'the first metrics row')
+    proc = _start_gated(_argv(run_dir) + NO_SCHEDULED_CHECKPOINTS, log,
+                        rows=1)
+    _wait_at_gate(proc, run_dir)
     assert not ckpt.list_steps(str(run_dir))
-    code = _signal_and_wait(proc, signal.SIGINT)
+    code = _signal_at_gate(proc, run_dir, logs[0], signal.SIGINT)
   text = _log_text(logs[0])
   assert code == 130, text
   assert 'SIGINT received: stopping after the current training call' in text
@@ -105,11 +131,10 @@ def test_sigint_and_sigterm_stop_with_a_checkpoint_and_resume(tmp_path):
 
   # 3. Resumed; SIGTERM once it has written a new metrics row.
   with open(logs[2], 'w') as log:
-    proc = _start(_argv(run_dir, resume=True) + NO_SCHEDULED_CHECKPOINTS,
-                  log)
     rows = len(read_rows(run_dir))
-    _wait_for(proc, lambda: len(read_rows(run_dir)) > rows, 'a new row')
-    code = _signal_and_wait(proc, signal.SIGTERM)
+    proc = _start_gated(_argv(run_dir, resume=True) + NO_SCHEDULED_CHECKPOINTS,
+                        log, rows=rows + 1)
+    code = _signal_at_gate(proc, run_dir, logs[2], signal.SIGTERM)
   text = _log_text(logs[2])
   assert code == 143, text
   assert f'resumed {run_dir}' in text, text

@@ -7,6 +7,10 @@
    (ROXIE_CHECKPOINT_PAUSE makes the write pause after its first item).
 3. `roxie train --resume` runs to the end.
 
+The child of step 1 runs under `gated_train.py`, which holds it before a
+training call once the state to kill is on disk, so the kill lands on a
+process that is still training however fast the machine is.
+
 The result must equal an uninterrupted in-process run with the same settings:
 metrics.csv row for row (but wall_time and sps), no duplicated or missing
 rows, and every leaf of the final checkpoint. A fresh process restores the
@@ -25,6 +29,7 @@ import pytest
 from roxie import checkpoint as ckpt
 from roxie import run as run_lib
 
+import gated_train  # pylint: disable=g-bad-import-order
 from test_resume import (NATIVE_TOKEN, TASK, assert_same_checkpoints,  # pylint: disable=g-bad-import-order
                          read_rows, tiny_overrides, train_tiny,
                          without_timing)
@@ -55,6 +60,36 @@ def _start(argv, log, **env):
       [sys.executable, '-m', 'roxie.cli'] + argv, env=full_env,
       stdout=log, stderr=subprocess.STDOUT,
       cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _start_gated(argv, log, *, rows, checkpoint=False, **env):
+  """`_start` under gated_train.py: held once `rows` metrics rows exist."""
+  full_env = dict(os.environ, ROXIE_TEST_GATE_ROWS=str(rows),
+                  ROXIE_TEST_GATE_CHECKPOINT='1' if checkpoint else '0',
+                  **env)
+  full_env.setdefault('XLA_PYTHON_CLIENT_PREALLOCATE', 'false')
+  here = os.path.dirname(os.path.abspath(__file__))
+  return subprocess.Popen(
+      [sys.executable, os.path.join(here, 'gated_train.py')] + argv,
+      env=full_env, stdout=log, stderr=subprocess.STDOUT,
+      cwd=os.path.dirname(here))
+
+
+def _wait_at_gate(proc, run_dir):
+  _wait_for(proc, lambda: os.path.exists(os.path.join(run_dir,
+                                                      gated_train.BLOCKED)),
+            'the child to stop at the gate')
+
+
+def _open_gate(run_dir):
+  with open(os.path.join(run_dir, gated_train.RELEASE), 'w'):
+    pass
+
+
+def _remove_gate(run_dir):
+  for name in (gated_train.BLOCKED, gated_train.RELEASE):
+    if os.path.exists(os.path.join(run_dir, name)):
+      os.remove(os.path.join(run_dir, name))
 
 
 def _wait_for(proc, condition, what, timeout=900):
@@ -106,20 +141,19 @@ def test_kill_9_twice_then_resume_matches_an_uninterrupted_run(tmp_path):
   run_dir = tmp_path / 'run'
   logs = [tmp_path / f'log{i}.txt' for i in range(3)]
 
-  # 1. Killed mid-training, after its first checkpoint (80 steps) and the
-  #    evaluation row of 120 steps.
-  def row_after_checkpoint():
-    return (ckpt.list_steps(str(run_dir)) and os.path.exists(
-        run_dir / 'metrics.csv') and len(read_rows(run_dir)) >= 3)
+  # 1. Killed mid-training, held after its first checkpoint (80 steps) and
+  #    the evaluation row of 120 steps, which that checkpoint does not cover.
   with open(logs[0], 'w') as log:
-    proc = _start(_argv(run_dir), log)
-    _wait_for(proc, row_after_checkpoint, 'a row after a checkpoint')
+    proc = _start_gated(_argv(run_dir), log, rows=3, checkpoint=True)
+    _wait_at_gate(proc, run_dir)
     _kill(proc)
+  _remove_gate(run_dir)
   first = ckpt.list_steps(str(run_dir))
-  assert first and first[-1] < STEPS, first
+  assert first == [80], first
   covered = ckpt.read_meta(ckpt.latest(str(run_dir)))['meta']['runner'][
       'csv_rows']
   uncovered = len(read_rows(run_dir)) - covered
+  assert (covered, uncovered) == (2, 1), (covered, uncovered)
 
   # 2. Resumed, then killed inside a checkpoint write (between items).
   def mid_write():
@@ -135,8 +169,7 @@ def test_kill_9_twice_then_resume_matches_an_uninterrupted_run(tmp_path):
       os.path.join(half[0], ckpt.META_FILE)), half
   text = _log_text(logs[1])
   assert 'resumed' in text, text
-  if uncovered > 0:  # Almost always: the kill lands between two checkpoints.
-    assert f'dropped {uncovered} metrics.csv row' in text, text
+  assert f'dropped {uncovered} metrics.csv row' in text, text
   committed = ckpt.list_steps(str(run_dir))
   assert committed[-1] >= first[-1]
   # The run is resumable: its latest checkpoint reads.
