@@ -1,13 +1,15 @@
 """The DeepMind Control benchmark: agents x tasks x seeds at env-step budgets.
 
 Each (agent, task, seed) trains once, on the native CPU backend, in a child
-`roxie train` process, up to the largest budget; the first evaluation at
-or after 99% of each budget gives that budget's row, which records the
-evaluation's actual env steps. (Evaluations land where a compiled call
-ends, and a call's env steps are a multiple of num_envs x action repeat,
-which need not divide `--eval-every`: with 8 envs and action repeat 8,
-20,000 becomes 19,968 and the evaluation nearest 100k is at 99,840, so
-"at or after the budget" alone would take the next one, at 119,808.)
+`roxie train` process, up to the largest budget; the evaluation nearest
+each budget gives that budget's row, which records the evaluation's actual
+env steps. (Evaluations land where a compiled call ends, and a call's env
+steps are a multiple of num_envs x action repeat, which need not divide
+`--eval-every`: with 8 envs and action repeat 8, calls of 19,968 steps put
+evaluations at 99,840 and 119,808; with action repeat 2, calls of 16,000
+(roxie train's 1,000-iteration cap) put them at 80,000 and 112,000. The
+first evaluation at or after the budget, this script's first rule, took
+119,808 for 100k.)
 Evaluation is the run's own: the mean return of `--eval-episodes` (default
 10) deterministic 1000-step episodes.
 
@@ -59,10 +61,6 @@ COLUMNS = ('agent', 'task', 'seed', 'budget', 'variant', 'overrides',
            'cpu_s', 'wall_s', 'version', 'commit', 'machine')
 CURVE_COLUMNS = ('agent', 'task', 'seed', 'variant', 'env_steps',
                  'eval_return', 'cpu_s', 'wall_s', 'version', 'commit')
-
-# A budget's row takes the first evaluation at or after (1 - this) x budget:
-# see the module docstring.
-BUDGET_TOLERANCE = 0.01
 
 # Sidecar in each run folder: CPU/wall seconds spent in earlier processes and
 # the evaluations seen so far (with the CPU time at which each landed).
@@ -144,26 +142,29 @@ def append_row(path: str, columns: Sequence[str], row: Dict[str, object]) -> Non
     os.fsync(f.fileno())
 
 
-def budget_evaluation(evals: Sequence[dict], budget: int,
-                      tolerance: float = BUDGET_TOLERANCE) -> Optional[dict]:
-  """The evaluation that gives `budget`'s row, or None if none is there yet.
+def budget_evaluation(evals: Sequence[dict], budget: int) -> Optional[dict]:
+  """The evaluation that gives `budget`'s row, or None if not decided yet.
 
-  The first evaluation (by env steps) at or after (1 - tolerance) x budget:
-  one a call-rounding short of the budget counts, the next one 20k steps
-  later does not get taken instead.
+  The evaluation nearest the budget in env steps (the later one on a tie),
+  decided once an evaluation at or after the budget exists: the first one
+  there, or the last one before it if that is nearer.
 
   Args:
     evals: evaluations, each a dict with 'env_steps' (any order).
     budget: the env-step budget.
-    tolerance: the fraction of the budget an evaluation may fall short by.
 
   Returns:
-    The chosen evaluation, or None.
+    The chosen evaluation, or None while none is at or after the budget.
   """
-  floor = budget * (1.0 - tolerance)
-  hit = [e for e in sorted(evals, key=lambda e: e['env_steps'])
-         if e['env_steps'] >= floor]
-  return hit[0] if hit else None
+  ordered = sorted(evals, key=lambda e: e['env_steps'])
+  after = [e for e in ordered if e['env_steps'] >= budget]
+  if not after:
+    return None
+  before = [e for e in ordered if e['env_steps'] < budget]
+  if before and budget - before[-1]['env_steps'] < (
+      after[0]['env_steps'] - budget):
+    return before[-1]
+  return after[0]
 
 
 def append_curves(path: str, evals: Sequence[dict], fields: Dict[str, object]

@@ -19,9 +19,10 @@ Reads `dmc.csv` (one row per agent, task, seed, budget, variant) and
 
 Partial data is the normal case (a benchmark still running): missing seeds,
 budgets or tasks show as "-", rows may come from several commits, and the
-same cell written twice keeps its last row. A row that took a later
-evaluation than `dmc.budget_evaluation` would (rows of dmc.py up to commit
-773bf3f) is re-picked from its run's curve, and the table says so.
+same cell written twice keeps its last row. A row that took another
+evaluation than `dmc.budget_evaluation` picks (rows of dmc.py up to commit
+773bf3f took the first at or after the budget, not the nearest) is
+re-picked from its run's curve, and the table says so.
 
   python benchmarks/dmc_report.py            # benchmarks/results/DMC.md
   python benchmarks/dmc_report.py --results r/dmc.csv --curves r/c.csv \
@@ -113,9 +114,9 @@ def load(results: str, curves: str):
   seed, variant, env steps) that appears twice keeps its last row. Rows
   whose numbers cannot be read are dropped and counted.
 
-  Where a row took a later evaluation than `dmc.budget_evaluation` picks
-  from the same run's curve (rows written before dmc.py allowed for
-  evaluations a call-rounding short of the budget), the row's return,
+  Where a row took another evaluation than `dmc.budget_evaluation` picks
+  from the same run's curve (rows of the first dmc.py took the first
+  evaluation at or after the budget, not the nearest), the row's return,
   env steps and CPU time are those of the curve's evaluation, and
   `row_env_steps` keeps the row's own env steps.
 
@@ -161,7 +162,7 @@ def load(results: str, curves: str):
     e = dmc.budget_evaluation(
         by_run.get((row.agent, row.task, row.seed, row.variant), []),
         row.budget)
-    if e is not None and e['env_steps'] < row.env_steps:
+    if e is not None and e['env_steps'] != row.env_steps:
       row.row_env_steps = row.env_steps
       row.env_steps, row.eval_return = e['env_steps'], e['eval_return']
       row.cpu_s = e['cpu_s']
@@ -255,11 +256,12 @@ def write_markdown(rows: Sequence[Row], points: dict, bad: int, path: str,
     '**note** gives the env steps of the evaluation used when they are more '
     f'than {STEPS_TOLERANCE:.0%} off the budget: evaluations land where a '
     'compiled call ends (a multiple of num_envs x action repeat env '
-    'steps), and rows written by dmc.py up to commit 773bf3f took the first '
-    'evaluation at or after the budget (for CartpoleSwingup at 100k, the '
-    'one at 119,808, not the one at 99,840); dmc.py now takes the first at '
-    'or after 99% of the budget, and where such a row\'s run has the nearer '
-    'evaluation in dmc_curves.csv this report uses that one and says so.\n')
+    'steps, at most 1,000 iterations), so with action repeat 2 they fall at '
+    '80k and 112k, and with 8 at 99,840 and 119,808. dmc.py takes the '
+    'evaluation nearest the budget; rows written by dmc.py up to commit '
+    '773bf3f took the first at or after it (CartpoleSwingup\'s 100k rows '
+    'at 119,808), and where such a row\'s run has the nearer evaluation in '
+    'dmc_curves.csv this report uses that one and says so.\n')
   if not rows:
     w('No results yet.\n')
   for budget in budgets:
@@ -279,15 +281,19 @@ def write_markdown(rows: Sequence[Row], points: dict, bad: int, path: str,
           continue
         s = _cell_stats(members, args.resamples, args.seed)
         notes = []
-        if abs(s['env_steps'] - budget) > STEPS_TOLERANCE * budget:
-          notes.append(f'at {s["env_steps"]:,} env steps')
-        moved = [r for r in members if r.row_env_steps is not None]
-        if moved:
-          notes.append(f'{len(moved)} seed(s) from dmc_curves.csv at '
-                       + ', '.join(f'{r.env_steps:,}' for r in moved)
-                       + ' env steps (the dmc.csv row: '
-                       + ', '.join(f'{r.row_env_steps:,}' for r in moved)
-                       + ')')
+        off = [r for r in members
+               if abs(r.env_steps - budget) > STEPS_TOLERANCE * budget]
+        if off:
+          notes.append('at ' + ', '.join(
+              f'{n:,}' for n in sorted({r.env_steps for r in off}))
+                       + ' env steps' + (f' ({len(off)} of {s["n"]} seeds)'
+                                         if len(off) < s['n'] else ''))
+        moved = collections.Counter((r.row_env_steps, r.env_steps)
+                                    for r in members
+                                    if r.row_env_steps is not None)
+        for (was, now), k in sorted(moved.items()):
+          notes.append(f'{_plural(k, "seed")} re-picked from the curves: '
+                       f'{now:,} env steps (dmc.csv row: {was:,})')
         note = '; '.join(notes)
         ci = (f'{s["iqm"]:.0f}' if s['n'] == 1 else
               f'{s["iqm"]:.0f} [{s["low"]:.0f}, {s["high"]:.0f}]')

@@ -132,16 +132,22 @@ def test_a_failed_run_makes_the_exit_status_1_and_writes_no_row(
   assert not (tmp_path / 'dmc.csv').exists()
 
 
-def test_a_budget_takes_the_evaluation_a_call_rounding_short_of_it():
+def test_a_budget_takes_the_nearest_evaluation_once_one_is_past_it():
   # 8 envs x action repeat 8 = 64 env steps per iteration; --eval-every
-  # 20000 becomes calls of 19,968 steps, evaluated after each.
+  # 20000 becomes calls of 19,968 steps, evaluated after each from the
+  # second: the first rule took 119,808 for 100k.
   evals = [dict(env_steps=k * 19_968) for k in range(2, 27)]
   assert dmc.budget_evaluation(evals, 100_000)['env_steps'] == 99_840
   assert dmc.budget_evaluation(evals, 500_000)['env_steps'] == 499_200
   assert dmc.budget_evaluation(evals, 40_000)['env_steps'] == 39_936
-  # More than 1% short is not the budget's evaluation: the next one is.
-  evals = [dict(env_steps=s) for s in (98_000, 120_000, 60_000)]
-  assert dmc.budget_evaluation(evals, 100_000)['env_steps'] == 120_000
+  # Undecided until an evaluation at or after the budget exists.
+  assert dmc.budget_evaluation(evals[:4], 100_000) is None
+  # Action repeat 2: calls of 16,000; evaluations at 80k and 112k (the
+  # later is nearer), and exactly on the budget where there is one.
+  evals = [dict(env_steps=s) for s in (112_000, 64_000, 80_000)]
+  assert dmc.budget_evaluation(evals, 100_000)['env_steps'] == 112_000
+  assert dmc.budget_evaluation(evals, 80_000)['env_steps'] == 80_000
+  assert dmc.budget_evaluation(evals, 72_000)['env_steps'] == 80_000  # Tie.
   assert dmc.budget_evaluation(evals, 130_000) is None
 
 
@@ -211,7 +217,7 @@ def test_report_from_partial_data(tmp_path):
   low, high = (float(v) for v in cells[4][5:-1].split(','))
   assert 800 <= low <= 850 <= high <= 900
   assert cells[5:8] == ['835', 'yes', '10.7']
-  assert cells[8] == 'at 119,808 env steps'
+  assert cells[8] == 'at 119,808 env steps (1 of 3 seeds)'
   # One seed: no interval; below the reference.
   cheetah = [l for l in t100 if l.startswith('| CheetahRun |')][0]
   assert '| 1* | 500 | 500 | 616 | no |' in cheetah
@@ -291,4 +297,5 @@ def test_report_takes_the_nearer_evaluation_from_the_curves(tmp_path):
   line = [l for l in _table(md, '100k')
           if l.startswith('| CartpoleSwingup |')][0]
   assert '| 1* | 812 | 812 | 835 | no | 1.1 |' in line
-  assert 'at 99,840 env steps (the dmc.csv row: 119,808)' in line
+  assert ('1 seed re-picked from the curves: 99,840 env steps (dmc.csv row: '
+          '119,808)') in line
