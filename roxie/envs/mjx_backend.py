@@ -155,6 +155,28 @@ class MjxPhysics(common.Physics):
           'supported: build it without a mesh.')
     return MjxPhysics(self.model, self.task, num_envs, self.impl)
 
+  def population(self, population: int):
+    """Physics for P members of this env's size: one batch of P x B.
+
+    Pure JAX, so plain vmap would work too; one batch keeps the termination
+    reset (a `lax.cond` on any env of the batch) a branch, where vmap would
+    make it a select that resets every env on every step
+    (see `roxie.envs.population`).
+    """
+    from roxie.envs import population as population_lib  # pylint: disable=g-import-not-at-top
+    if self.renderer is not None:
+      raise NotImplementedError(
+          'A population of MJX envs with pixel observations is not '
+          'supported yet.')
+    p = int(population)
+    inner = MjxPhysics(self.model, self.task, p * self.num_envs, self.impl,
+                       extra_fields=self.fields)
+    return population_lib.PopulationPhysics(
+        inner, p,
+        merge_state=lambda d: jax.tree.map(population_lib.flatten_members, d),
+        split_state=lambda d, p: jax.tree.map(
+            lambda x: population_lib.split_members(x, p), d))
+
   # -- per-env pieces (vmapped below) -------------------------------------
 
   def _fresh(self, qpos: jax.Array, qvel: jax.Array) -> mjx.Data:

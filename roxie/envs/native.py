@@ -69,6 +69,7 @@ import numpy as np
 
 from roxie.envs import common
 from roxie.envs import pixels
+from roxie.envs import population as population_lib
 
 _VEL = mujoco.mjtStage.mjSTAGE_VEL.value
 _NONE = mujoco.mjtStage.mjSTAGE_NONE.value
@@ -398,6 +399,25 @@ class NativePhysics(common.Physics):
                            self.callback) for _ in range(n_local)]
     return ShardedNativePhysics(parts, slots, axis)
 
+  # -- populations ------------------------------------------------------------
+
+  def population(self, population: int) -> 'NativePopulationPhysics':
+    """Physics for P members of this env's size, stepped as one batch.
+
+    One new `mujoco.batch.Batch` of P x B simulations (same threads); each
+    env step of the whole population is one host callback (see
+    `roxie.envs.population`). This physics is not used.
+    """
+    if self.renderer is not None:
+      raise NotImplementedError(
+          'A population of native envs with pixel observations is not '
+          'supported: the renderer draws one batch per call.')
+    inner = NativePhysics(self.model, self.task,
+                          int(population) * self.num_envs,
+                          self.batch.nthread, self.callback,
+                          extra_fields=self.fields)
+    return NativePopulationPhysics(inner, int(population))
+
   # -- checkpoints -----------------------------------------------------------
 
   def get_host_state(self) -> np.ndarray:
@@ -465,3 +485,33 @@ class ShardedNativePhysics(common.Physics):
                        f'got {rows.shape[0]}.')
     for p, r in zip(self.parts, rows):
       p.set_host_state(r)
+
+
+class NativePopulationPhysics(population_lib.PopulationPhysics):
+  """P members' envs in one `mujoco.batch.Batch` (see roxie.envs.population).
+
+  The members' states are the version token, one copy per member. They are
+  equal, except where a member's termination reset was computed and then
+  discarded (vmap turns that member's `lax.cond` into a select): such a
+  member keeps the token from before the reset call. The host follows the
+  newest, so the members' tokens merge by `max`.
+  """
+
+  def __init__(self, inner: NativePhysics, population: int):
+    super().__init__(
+        inner, population, merge_state=jnp.max,
+        split_state=lambda token, p: jnp.broadcast_to(token, (p,)))
+
+  def get_host_state(self) -> np.ndarray:
+    """Every member's simulations' states, [P, B, S] float64 (a copy)."""
+    rows = self.inner.get_host_state()
+    return rows.reshape((self.num_members, self.num_envs) + rows.shape[1:])
+
+  def set_host_state(self, rows: np.ndarray) -> None:
+    """Restores `get_host_state()` rows ([P, B, S])."""
+    rows = np.asarray(rows)
+    expected = (self.num_members, self.num_envs)
+    if rows.shape[:2] != expected:
+      raise ValueError(f'Expected host state for {expected} (members, envs), '
+                       f'got {rows.shape[:2]}.')
+    self.inner.set_host_state(rows.reshape((-1,) + rows.shape[2:]))

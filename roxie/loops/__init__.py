@@ -13,6 +13,9 @@ from roxie.loops.compiled import make_compiled_loop
 from roxie.loops.evaluate import EvalResult
 from roxie.loops.evaluate import make_evaluator
 from roxie.loops.host import HostPhysicsInUse
+from roxie.loops.population import make_population_loop
+from roxie.loops.population import member
+from roxie.loops.population import population_keys
 
 __all__ = (
     'EpisodeStats',
@@ -27,5 +30,8 @@ __all__ = (
     'make_compiled_loop',
     'make_env_step',
     'make_evaluator',
+    'make_population_loop',
+    'member',
+    'population_keys',
     'uniform_actions',
 )

@@ -12,11 +12,18 @@ jitted and tested alone; `make_compiled_loop` only composes and jits them.
 
 An iteration is `iteration(state, key) -> (state, (metrics, learned))`,
 `learned` a [] bool saying whether it updated the agent.
+
+`member_axis`: the iteration builders also run vmapped over the members of
+a population (`roxie.loops.population`), named by this vmap axis. Members run
+in lockstep, so what the loop branches on (warm-up, whether to learn) is the
+same for all of them; taking it from the member axis (`lax.pmax`) keeps the
+predicate unbatched, so `lax.cond` stays a branch instead of a select that
+runs both sides for every member. Without it (None) nothing changes.
 """
 
 from __future__ import annotations
 
-from typing import Callable, Tuple
+from typing import Callable, Optional, Tuple
 
 import jax
 import jax.numpy as jnp
@@ -35,6 +42,11 @@ def env_steps_per_iteration(recipe: Recipe, num_envs: int) -> int:
   """Environment steps (all envs together) that one iteration collects."""
   per_env = recipe.rollout_length if recipe.on_policy else recipe.steps_per_iteration
   return int(per_env) * int(num_envs)
+
+
+def _agree(x, member_axis: Optional[str]):
+  """`x`, equal for every member by construction, as one unbatched value."""
+  return x if member_axis is None else jax.lax.pmax(x, member_axis)
 
 
 def make_init(recipe: Recipe, spec: EnvSpec, num_envs: int,
@@ -75,7 +87,7 @@ def make_init(recipe: Recipe, spec: EnvSpec, num_envs: int,
 
 
 def _collect_into_replay(recipe: Recipe, spec: EnvSpec, b: int,
-                         place: OneDevice):
+                         place: OneDevice, member_axis: Optional[str]):
   """`collect(agent, env, stats, replay, key, warm)` on one device's shard.
 
   steps_per_iteration steps of the device's b envs (uniform random actions
@@ -100,6 +112,11 @@ def _collect_into_replay(recipe: Recipe, spec: EnvSpec, b: int,
     def step_and_store(carry, k):
       env_state, stats, replay = carry
       (env_state, stats), s = env_step((env_state, stats), k)
+      # Members write in lockstep: with the ring's counters ([] leaves)
+      # unbatched, vmap keeps each write a dynamic_update_slice, where a
+      # per-member row index would make it a scatter.
+      replay = jax.tree.map(
+          lambda x: _agree(x, member_axis) if jnp.ndim(x) == 0 else x, replay)
       replay = buffers.replay_add(replay, s.obs, s.action, s.timestep)
       return (env_state, stats, replay), None
 
@@ -147,7 +164,8 @@ def _learner(recipe: Recipe, place: OneDevice):
 
 
 def off_policy_iteration(recipe: Recipe, spec: EnvSpec, num_envs: int,
-                         place: OneDevice) -> Iteration:
+                         place: OneDevice, *,
+                         member_axis: Optional[str] = None) -> Iteration:
   """One off-policy iteration: collect into replay, then maybe learn.
 
   The update burst runs (under `lax.cond`) once replay can sample and the
@@ -159,6 +177,7 @@ def off_policy_iteration(recipe: Recipe, spec: EnvSpec, num_envs: int,
     spec: the env's spec.
     num_envs: B, all devices together.
     place: the placement.
+    member_axis: the vmap axis of a population's members, or None.
 
   Returns:
     `iteration(state, key) -> (state, (metrics, learned))`.
@@ -167,14 +186,14 @@ def off_policy_iteration(recipe: Recipe, spec: EnvSpec, num_envs: int,
     raise ValueError(f'batch_size ({recipe.replay.batch_size}) must be a '
                      f'multiple of the number of devices ({place.num_shards}).')
   collect_fn = _collect_into_replay(recipe, spec, num_envs // place.num_shards,
-                                    place)
+                                    place, member_axis)
   learn = _learner(recipe, place)
   per_iteration = env_steps_per_iteration(recipe, num_envs)
 
   def iteration(state: LoopState, key: PRNGKey):
     k_steps, k_updates = jax.random.split(key)
     steps_done = state.iteration * per_iteration
-    warm = steps_done < recipe.warmup_steps
+    warm = _agree(steps_done < recipe.warmup_steps, member_axis)
     env_state, stats, replay, can_sample = collect_fn(
         state.agent, state.env, state.stats, state.replay, k_steps, warm)
 
@@ -191,6 +210,7 @@ def off_policy_iteration(recipe: Recipe, spec: EnvSpec, num_envs: int,
         can_sample, steps_done + per_iteration >= recipe.warmup_steps)
     if recipe.updates_per_iteration == 0:
       ready = jnp.zeros((), bool)
+    ready = _agree(ready, member_axis)
     agent, metrics = jax.lax.cond(ready, learn_now, skip, state.agent)
     new_state = state._replace(agent=agent, env=env_state, replay=replay,
                                stats=stats, iteration=state.iteration + 1)
@@ -200,7 +220,8 @@ def off_policy_iteration(recipe: Recipe, spec: EnvSpec, num_envs: int,
 
 
 def on_policy_iteration(recipe: Recipe, spec: EnvSpec, num_envs: int,
-                        place: OneDevice) -> Iteration:
+                        place: OneDevice, *,
+                        member_axis: Optional[str] = None) -> Iteration:
   """One on-policy iteration: a rollout_length x num_envs rollout, one update.
 
   Args:
@@ -208,11 +229,13 @@ def on_policy_iteration(recipe: Recipe, spec: EnvSpec, num_envs: int,
     spec: the env's spec (unused: rollouts take their shapes from the env).
     num_envs: B, all devices together (unused: each device steps its shard).
     place: the placement.
+    member_axis: the vmap axis of a population's members (unused: an
+      on-policy iteration does not branch).
 
   Returns:
     `iteration(state, key) -> (state, (metrics, learned))`, learned always.
   """
-  del spec, num_envs
+  del spec, num_envs, member_axis
   dev, rep = place.per_device, place.replicated
   time_major = P(None, place.axis)  # [T, B, ...] rollout leaves.
   rollout_specs = Rollout(obs=time_major, action=time_major,
@@ -255,10 +278,11 @@ def on_policy_iteration(recipe: Recipe, spec: EnvSpec, num_envs: int,
 
 
 def make_iteration(recipe: Recipe, spec: EnvSpec, num_envs: int,
-                   place: OneDevice) -> Iteration:
+                   place: OneDevice, *,
+                   member_axis: Optional[str] = None) -> Iteration:
   """The recipe's kind of iteration (on- or off-policy)."""
   build = on_policy_iteration if recipe.on_policy else off_policy_iteration
-  return build(recipe, spec, num_envs, place)
+  return build(recipe, spec, num_envs, place, member_axis=member_axis)
 
 
 def make_run(iteration: Iteration, iterations: int, place: OneDevice
