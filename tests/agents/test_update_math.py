@@ -558,7 +558,6 @@ def test_sac_target_critic_moves_by_tau_on_every_leaf():
 
 from roxie.agents import mpo  # pylint: disable=g-import-not-at-top,g-bad-import-order
 
-RAW_TINY_STD = -10.  # log std ~ -5: std ~ 0.007.
 
 
 def _mpo(**overrides):
@@ -586,21 +585,32 @@ def _gaussian_policy(template, mean, raw_log_std):
        np.broadcast_to(np.float32(raw_log_std), (A,))]))
 
 
+def _mean_clipped_normal(mean, std, num_samples=1_000_000):
+  """E[clip(mean + std * z, -1, 1)], by sampling."""
+  z = np.random.default_rng(0).standard_normal(num_samples)
+  return float(np.mean(np.clip(mean + std * z, -1., 1.)))
+
+
 def test_mpo_critic_learns_the_target_critic_under_the_target_policy():
-  # Q' = 1 + 3 s0 + 2 a_0; the target policy acts 0.3 (std ~0.007), the
-  # online one -0.3: the TD target's mean is r + discount * 7.6 (6.4 with
-  # the online policy's samples, -4.4 at obs).
+  # Q' = 1 + 3 s0 + 2 a_0, scored on the clipped samples of the target
+  # policy (mean 0.3, std 0.5): the TD target's mean is
+  # r + discount * (7 + 2 E[clip(a_0)]). The online policy's samples (mean
+  # -0.3), the max over samples, or obs (Q' = -5 + ...) land elsewhere.
+  raw = 0.  # log std -5 + 4.3 (tanh(0) + 1) = -0.7.
+  std = float(np.exp(-5. + 0.5 * 8.6 * (np.tanh(raw) + 1.)))
   _, state, _, run = _mpo(tau=0., policy_lr=0., dual_lr=0.)
   state = state._replace(
       critic=_zeros(state.critic),
-      policy=_gaussian_policy(state.policy, [-0.3, 0.], RAW_TINY_STD),
-      target_policy=_gaussian_policy(state.policy, [0.3, 0.], RAW_TINY_STD),
+      policy=_gaussian_policy(state.policy, [-0.3, 0.], raw),
+      target_policy=_gaussian_policy(state.policy, [0.3, 0.], raw),
       target_critic=_set_critic(state.target_critic,
                                 [_q_linear(1., {0: 3., O: 2.})]))
   keys = jax.random.split(jax.random.PRNGKey(1), 400)
   _, metrics = run(state, _batch(REWARD, DISCOUNT), keys)
-  q = np.asarray(metrics['q'][-50:]).mean()
-  np.testing.assert_allclose(q, _expected_mean_target(7.6), atol=0.03)
+  q = np.asarray(metrics['q'][-100:]).mean()
+  np.testing.assert_allclose(np.asarray(metrics['std'][-1]), std, rtol=1e-4)
+  expected = _expected_mean_target(7. + 2. * _mean_clipped_normal(0.3, std))
+  np.testing.assert_allclose(q, expected, atol=0.03)
 
 
 def _mpo_dual_step(target_mean, online_mean, critic_heads, **overrides):
