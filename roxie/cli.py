@@ -25,8 +25,10 @@ def _parser() -> argparse.ArgumentParser:
   t = sub.add_parser('train', help='train an agent on a task, or resume a run')
   # Run-defining options default to None so that --resume can tell which
   # were given (a resumed run refuses any that would change it).
-  t.add_argument('--agent', default=None, choices=AGENTS, type=str.lower,
-                 help=f'default: {DEFAULT_AGENT}')
+  t.add_argument('--agent', default=None, metavar='AGENT',
+                 help=f'{", ".join(AGENTS)} (default: {DEFAULT_AGENT}), or '
+                 'your own recipe as path/to/file.py:make or '
+                 'package.module:make (see roxie.agents)')
   t.add_argument('--task', default=None, help=f'default: {DEFAULT_TASK}')
   t.add_argument('--backend', default=None, choices=('cpu', 'mjx'),
                  help='default: cpu')
@@ -307,6 +309,12 @@ def _train_command(args: argparse.Namespace) -> int:
                 save_replay=args.save_replay, tensorboard=args.tensorboard,
                 verbose=not args.quiet)
 
+  if args.agent is not None:
+    from roxie import agents as agents_lib  # pylint: disable=g-import-not-at-top
+    try:
+      args.agent = agents_lib.canonical_name(args.agent)
+    except KeyError as e:
+      return _fail(e.args[0])
   if args.resume:
     out = args.resume
     if args.out and os.path.abspath(args.out) != os.path.abspath(out):
@@ -377,7 +385,8 @@ def _train_command(args: argparse.Namespace) -> int:
     # In a multi-process job only process 0 writes the run directory (with
     # agent-only checkpoints, see roxie.run); give every process the same
     # --out.
-    out = args.out or _default_out(agent, task, seed)
+    from roxie import agents as agents_lib  # pylint: disable=g-import-not-at-top
+    out = args.out or _default_out(agents_lib.short_name(agent), task, seed)
     from roxie import distributed  # pylint: disable=g-import-not-at-top
     try:  # Before anything starts JAX: CPU devices, the multi-process job.
       distributed.setup(args.num_devices, coordinator_address=args.coordinator,

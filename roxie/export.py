@@ -447,13 +447,15 @@ def policy_from_run(run_dir: str, *, check: bool = True) -> Policy:
   import jax  # pylint: disable=g-import-not-at-top
   import numpy as np  # pylint: disable=g-import-not-at-top
 
+  from roxie import agents  # pylint: disable=g-import-not-at-top
   meta, module, cfg, spec, recipe, state = _trained_state(run_dir)
   policy_params, make_policy = policy_hooks(meta['agent'], module)
   params = jax.tree.map(np.asarray, policy_params(state))
   if not isinstance(params, Mapping):
     raise BundleError(f'{meta["agent"]}.policy_params must return a dict.')
   policy = Policy(
-      name=f'{meta["task"]}-{meta["agent"]}', agent=meta['agent'],
+      name=f'{meta["task"]}-{agents.short_name(meta["agent"])}',
+      agent=meta['agent'],
       task=meta['task'], spec=spec, config=cfg,
       env_options=dict(meta.get('env_options') or {}), metadata={},
       params=params, apply=make_policy(cfg, spec))
@@ -545,8 +547,9 @@ def model_card(meta: Mapping[str, Any], ref: Optional[str] = None) -> str:
   tr = meta.get('training', {})
   name, agent, task = meta['name'], meta['agent'], meta['task']
   value = f'{ev["return_mean"]:.2f} +/- {ev["return_std"]:.2f}'
+  from roxie import agents  # pylint: disable=g-import-not-at-top
   tags = ['reinforcement-learning', 'continuous-control', 'mujoco', 'jax',
-          'roxie', agent, task]
+          'roxie', agents.short_name(agent), task]
   front = ['---', 'library_name: roxie', 'license: apache-2.0', 'tags:']
   front += [f'- {_yaml_str(t)}' for t in tags]
   front += [

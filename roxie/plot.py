@@ -92,6 +92,9 @@ def read_run(path: str, metric: str = 'eval_return') -> RunCurve:
     with open(cfg_path) as f:
       cfg = json.load(f)
     agent, task = str(cfg['agent']), str(cfg['task'])
+    if ':' in agent:  # A user's agent, SOURCE:FACTORY: its short name.
+      from roxie import agents  # pylint: disable=g-import-not-at-top
+      agent = agents.short_name(agent)
   except (OSError, ValueError, KeyError, TypeError) as e:
     raise PlotError(f'{cfg_path} is unreadable or lacks agent/task '
                     f'({e}).') from e

@@ -279,6 +279,12 @@ def _agent_module(agent: str):
   return agents.get_agent(agent)
 
 
+def _agent_name(agent: Any) -> str:
+  """A built-in name, or a user agent's SOURCE:FACTORY (see roxie.agents)."""
+  from roxie import agents  # pylint: disable=g-import-not-at-top
+  return agents.canonical_name(agent)
+
+
 def resolve_config(agent: str, overrides: Mapping[str, Any]):
   """The agent's Config with overrides applied (raises ConfigError/KeyError)."""
   module = _agent_module(agent)
@@ -1338,7 +1344,7 @@ def _new_run_meta(agent, task, backend, num_envs, steps, seed, overrides,
   return meta
 
 
-def train(agent: str = 'sac', task: str = DEFAULT_TASK, *, backend: str = 'cpu',
+def train(agent: Any = 'sac', task: str = DEFAULT_TASK, *, backend: str = 'cpu',
           num_envs: Optional[int] = None, steps: Optional[int] = None,
           seed: int = 0, out: Optional[str] = None,
           overrides: Optional[Mapping[str, Any]] = None,
@@ -1352,7 +1358,11 @@ def train(agent: str = 'sac', task: str = DEFAULT_TASK, *, backend: str = 'cpu',
   """Trains `agent` on `task`; returns the final evaluation.
 
   Args:
-    agent: one of `roxie.agents.AGENTS`.
+    agent: one of `roxie.agents.AGENTS`, or a user's recipe: a module (or a
+      factory function defined at a module's top level) with a `Config`
+      dataclass, or its name as 'path/to/file.py:make' or
+      'package.module:make' (see `roxie.agents`). The run records it by that
+      name, so resume, eval and export load it again.
     task: a registered task name.
     backend: 'cpu' (native MuJoCo) or 'mjx'.
     num_envs: parallel training environments (default: the config's).
@@ -1385,6 +1395,7 @@ def train(agent: str = 'sac', task: str = DEFAULT_TASK, *, backend: str = 'cpu',
     RunError: another process trains `out`, or a resolution schedule that
       cannot be followed.
   """
+  agent = _agent_name(agent)
   _check_positive(checkpoint_every=checkpoint_every,
                   keep_checkpoints=keep_checkpoints)
   if tensorboard:

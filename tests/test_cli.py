@@ -16,7 +16,7 @@ def _run(capsys, *argv):
 
 
 @pytest.mark.parametrize('argv, needle', [
-    (('train', '--agent', 'dqn'), 'invalid choice'),
+    (('train', '--agent', 'dqn'), 'not one of ddpg, td3, d4pg, td4, sac'),
     (('train', '--task', 'CartpoleSwingUp'), 'CartpoleSwingup'),
     (('train', '--set', 'batch_sise=3'), 'batch_size'),
     (('train', '--set', 'batch_size=three'), 'batch_size'),
