@@ -199,6 +199,34 @@ def append_curves(path: str, evals: Sequence[dict], fields: Dict[str, object]
   return written
 
 
+def _has_field(agent: str, field: str) -> bool:
+  """Whether the agent's Config has `field` (PPO has no action repeat)."""
+  from roxie.agents import get_agent  # pylint: disable=g-import-not-at-top
+  import dataclasses  # pylint: disable=g-import-not-at-top
+  return field in {f.name for f in dataclasses.fields(get_agent(agent).Config)}
+
+
+def new_run_command(args, agent: str, task: str, seed: int, steps: int,
+                    run_dir: str) -> List[str]:
+  """`roxie train` arguments that start a cell's run.
+
+  The task table's action repeat goes to every agent whose Config has the
+  field (PPO's has none: it acts at every control step).
+  """
+  overrides = dict(args.overrides)
+  sets = dict(overrides)
+  if _has_field(agent, 'action_repeat'):
+    sets['action_repeat'] = str(action_repeat_for(task, overrides))
+  cmd = ['train', '--agent', agent, '--task', task, '--seed', str(seed),
+         '--steps', str(steps), '--out', run_dir, '--eval-every',
+         str(args.eval_every), '--eval-episodes', str(args.eval_episodes)]
+  if args.episode_length:
+    cmd += ['--episode-length', str(args.episode_length)]
+  for k, v in sorted(sets.items()):
+    cmd += ['--set', f'{k}={v}']
+  return cmd
+
+
 def action_repeat_for(task: str, overrides: Dict[str, str]) -> int:
   if 'action_repeat' in overrides:
     return int(overrides['action_repeat'])
@@ -246,15 +274,7 @@ def train_cell(args, agent: str, task: str, seed: int, budgets: Sequence[int],
   if os.path.exists(os.path.join(run_dir, 'config.json')):
     cmd = ['train', '--resume', run_dir, '--steps', str(steps)]
   else:
-    sets = dict(overrides)
-    sets['action_repeat'] = str(action_repeat_for(task, overrides))
-    cmd = ['train', '--agent', agent, '--task', task, '--seed', str(seed),
-           '--steps', str(steps), '--out', run_dir, '--eval-every',
-           str(args.eval_every), '--eval-episodes', str(args.eval_episodes)]
-    if args.episode_length:
-      cmd += ['--episode-length', str(args.episode_length)]
-    for k, v in sorted(sets.items()):
-      cmd += ['--set', f'{k}={v}']
+    cmd = new_run_command(args, agent, task, seed, steps, run_dir)
     state = None
   state = state or {'cpu_s': 0.0, 'wall_s': 0.0, 'evals': []}
   version, commit = identity

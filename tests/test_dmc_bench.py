@@ -299,3 +299,16 @@ def test_report_takes_the_nearer_evaluation_from_the_curves(tmp_path):
   assert '| 1* | 812 | 812 | 835 | no | 1.1 |' in line
   assert ('1 seed re-picked from the curves: 99,840 env steps (dmc.csv row: '
           '119,808)') in line
+
+
+@pytest.mark.parametrize('agent, repeat', [('sac', '2'), ('td3', '2'),
+                                           ('ppo', None)])
+def test_new_runs_take_the_task_tables_action_repeat_where_the_agent_has_it(
+    agent, repeat):
+  # PPO's Config has no action_repeat: passing one made every PPO cell fail.
+  args = dmc.parse_args(['--agents', agent, '--tasks', 'FingerSpin'])
+  cmd = dmc.new_run_command(args, agent, 'FingerSpin', 0, 1000, '/tmp/x')
+  sets = [cmd[i + 1] for i, a in enumerate(cmd) if a == '--set']
+  expected = [] if repeat is None else [f'action_repeat={repeat}']
+  assert sets == expected
+  assert cmd[:3] == ['train', '--agent', agent]
