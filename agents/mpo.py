@@ -172,8 +172,8 @@ class State(NamedTuple):
 
 
 def _policy_network(c: Config, spec: EnvSpec) -> hk.Transformed:
-  # From pixels the policy reads encoder features (of the encoder's width).
-  obs_size = spec.obs_size if spec.obs_shapes is None else None
+  # The policy reads the encoder's features (flat: the observation itself).
+  obs_size = networks.observation_encoder(c, spec).obs_size
   return hk.without_apply_rng(hk.transform(
       lambda o: networks.GaussianActor(
           action_size=spec.action_size, hidden_sizes=c.hidden_sizes,
@@ -201,7 +201,7 @@ def make_policy(config: Config, spec: EnvSpec):
   to [-1, 1].
   """
   policy = _policy_network(config, spec)
-  encoder = networks.encoder_from_config(config, spec)
+  encoder = networks.observation_encoder(config, spec)
   return lambda params, obs: jnp.clip(policy.apply(
       params['policy'], networks.policy_input(encoder, params, obs)).mode(),
                                       -1., 1.)
@@ -217,33 +217,21 @@ def make(config: Config, spec: EnvSpec) -> Recipe:
   dual_opt = optax.adam(c.dual_lr)
 
   policy = _policy_network(c, spec)
-  encoder = networks.encoder_from_config(c, spec)  # None: flat observations.
+  encoder = networks.observation_encoder(c, spec)  # Identity if flat.
   q_net = hk.without_apply_rng(hk.transform(
       lambda o, a: networks.QCritic(
           hidden_sizes=c.hidden_sizes, activation=jax.nn.elu,
-          layer_norm=c.layer_norm,
-          obs_size=spec.obs_size if encoder is None else None,
+          layer_norm=c.layer_norm, obs_size=encoder.obs_size,
           action_size=spec.action_size)(o, a)))
   # From pixels the critic encodes observations (networks.encoded_critic);
   # flat, `critic` is `q_net` itself and its helpers are identities.
   critic = networks.encoded_critic(q_net, encoder)
   alpha_shape = (spec.action_size,) if c.per_dimension else ()
 
-  def features(critic_params, obs):
-    """[B, F]: obs encoded by `critic_params`' encoder (flat: obs itself)."""
-    return (obs if encoder is None
-            else encoder.apply(critic_params['encoder'], obs))
-
-  def q_of_features(critic_params, feats, action):
-    """The Q-head on already-encoded features (any leading axes)."""
-    return q_net.apply(critic_params if encoder is None
-                       else critic_params['q'], feats, action)
-
   def init(key, env_spec: EnvSpec) -> State:
     check_spec(spec, env_spec)
     k1, k2 = jax.random.split(key)
-    obs = (jnp.zeros((1, spec.obs_size)) if encoder is None
-           else encoder.dummy_obs(1))
+    obs = encoder.dummy_obs(1)
     act = jnp.zeros((1, spec.action_size))
     critic_params = critic.init(k2, obs, act)
     policy_params = policy.init(k1, critic.actor_input(critic_params, obs))
@@ -265,19 +253,19 @@ def make(config: Config, spec: EnvSpec) -> Recipe:
 
   def update(state: State, batch: Transition, key):
     n = c.num_samples
-    if encoder is not None:  # DrQ: obs and next_obs each randomly shifted.
-      key, k_aug = jax.random.split(key)
-      batch = critic.augment(k_aug, batch)
+    # DrQ: from pixels obs and next_obs are each randomly shifted.
+    (key,), (k_aug,) = critic.split_keys(key, 1)
+    batch = critic.augment(k_aug, batch)
     # 1. N pre-clip samples per next state from the target policy, scored by
     # the target critic on the clipped actions: [N, B, A] and [N, B]. From
     # pixels each next observation is encoded once, by the target encoder,
     # and its features are tiled over the N samples.
-    next_feats = features(state.target_critic, batch.next_obs)
+    next_feats = critic.features(state.target_critic, batch.next_obs)
     target_dist = policy.apply(state.target_policy, next_feats)
     samples = jax.vmap(target_dist.sample)(jax.random.split(key, n))
     tiled = jnp.broadcast_to(next_feats, (n,) + next_feats.shape)
-    q_samples = q_of_features(state.target_critic, tiled,
-                              jnp.clip(samples, -1., 1.))
+    q_samples = critic.head(state.target_critic, tiled,
+                            jnp.clip(samples, -1., 1.))
 
     # 2. Critic: n-step TD towards the expected target Q under the policy.
     target = jax.vmap(losses.td_target)(batch.reward, batch.discount,

@@ -121,7 +121,7 @@ def critic_kwargs(config: Config, spec: EnvSpec) -> dict:
   encoder features, whose width it takes as given.
   """
   return dict(hidden_sizes=config.hidden_sizes, layer_norm=config.layer_norm,
-              obs_size=spec.obs_size if spec.obs_shapes is None else None,
+              obs_size=networks.observation_encoder(config, spec).obs_size,
               action_size=spec.action_size)
 
 
@@ -210,13 +210,12 @@ def make(config: Config, spec: EnvSpec, *, name: str,
   noise = buffers.gaussian_noise(stddev=noise_std)
   actor = networks.deterministic_actor(c, spec)
   net = networks.encoded_critic(hk.without_apply_rng(hk.transform(critic)),
-                                networks.encoder_from_config(c, spec))
+                                networks.observation_encoder(c, spec))
 
   def init(key, env_spec: EnvSpec) -> State:
     check_spec(spec, env_spec)
     k_actor, k_critic = jax.random.split(key)
-    obs = (jnp.zeros((1, spec.obs_size)) if net.encoder is None
-           else net.encoder.dummy_obs(1))
+    obs = net.encoder.dummy_obs(1)
     critic_params = net.init(k_critic, obs, jnp.zeros((1, spec.action_size)))
     actor_params = actor.init(k_actor, net.actor_input(critic_params, obs))
     return State(actor=actor_params, critic=critic_params,
@@ -240,9 +239,8 @@ def make(config: Config, spec: EnvSpec, *, name: str,
     explore_std = noise_std(state.steps)
     # From pixels the images are shifted; the key is split only where both
     # the shift and the smoothing noise need one.
-    k_smooth = k_augment = key
-    if net.encoder is not None and smoothing is not None:
-      k_smooth, k_augment = jax.random.split(key)
+    smooth_keys, (k_augment,) = net.split_keys(key, int(smoothing is not None))
+    k_smooth = smooth_keys[0] if smooth_keys else key
     batch = net.augment(k_augment, batch)
 
     # Critics: regress to the target at the target actor's action a' at s'

@@ -15,7 +15,8 @@ are `critic['encoder']`, the Q-heads' `critic['q']`; the target critic keeps
 a target encoder, averaged with `encoder_tau`), the actor acts on its
 features through a stop-gradient, and sampled observations and next
 observations are randomly shifted (`augment_pad`) before encoding. Flat
-observations keep the state-based networks and parameters unchanged.
+observations go through the identity encoder (`networks.observation_encoder`
+chooses once), so the state-based networks and parameters are unchanged.
 """
 
 from __future__ import annotations
@@ -86,14 +87,14 @@ class State(NamedTuple):
   steps: jnp.ndarray  # [] int32 updates made.
 
 
-def _encoder(c: Config, spec: EnvSpec) -> Optional[networks.SharedEncoder]:
-  """The pixel encoder for dict observations; None for flat ones."""
-  return networks.encoder_from_config(c, spec)
+def _encoder(c: Config, spec: EnvSpec) -> networks.SharedEncoder:
+  """The encoder SAC reads `spec`'s observations through (identity if flat)."""
+  return networks.observation_encoder(c, spec)
 
 
 def _actor_network(c: Config, spec: EnvSpec) -> hk.Transformed:
-  # From pixels the actor reads encoder features (of the encoder's width).
-  obs_size = spec.obs_size if spec.obs_shapes is None else None
+  # The actor reads the encoder's features (flat: the observation itself).
+  obs_size = _encoder(c, spec).obs_size
   return hk.without_apply_rng(hk.transform(
       lambda o: networks.TanhGaussianActor(
           action_size=spec.action_size, hidden_sizes=c.hidden_sizes,
@@ -101,10 +102,12 @@ def _actor_network(c: Config, spec: EnvSpec) -> hk.Transformed:
 
 
 def policy_params(state: State) -> hk.Params:
-  """What acting needs from a trained state (for exported policies)."""
-  if isinstance(state.critic, dict) and 'encoder' in state.critic:
-    return {'actor': state.actor, 'encoder': state.critic['encoder']}
-  return {'actor': state.actor}
+  """What acting needs from a trained state (for exported policies).
+
+  The actor's parameters, and from pixels the critic's (online) encoder.
+  """
+  return networks.policy_params_with_encoder({'actor': state.actor},
+                                             state.critic)
 
 
 def make_policy(config: Config, spec: EnvSpec):
@@ -117,10 +120,8 @@ def make_policy(config: Config, spec: EnvSpec):
   """
   actor = _actor_network(config, spec)
   encoder = _encoder(config, spec)
-  if encoder is None:
-    return lambda params, obs: actor.apply(params['actor'], obs).mode()
   return lambda params, obs: actor.apply(
-      params['actor'], encoder.apply(params['encoder'], obs)).mode()
+      params['actor'], networks.policy_input(encoder, params, obs)).mode()
 
 
 def make(config: Config, spec: EnvSpec) -> Recipe:
@@ -135,44 +136,22 @@ def make(config: Config, spec: EnvSpec) -> Recipe:
   q_net = hk.without_apply_rng(hk.transform(
       lambda o, a: networks.TwinQCritic(
           hidden_sizes=c.hidden_sizes, layer_norm=c.layer_norm,
-          obs_size=spec.obs_size if encoder is None else None,
-          action_size=spec.action_size)(o, a)))
+          obs_size=encoder.obs_size, action_size=spec.action_size)(o, a)))
+  # Observations reach the actor and the Q-heads as the encoder's features
+  # (networks.encoded_critic): from pixels the critic owns the encoder and
+  # the actor reads it through a stop-gradient; flat, the critic is `q_net`
+  # itself and the features are the observation.
+  critic = networks.encoded_critic(q_net, encoder)
   target_entropy = (c.target_entropy if c.target_entropy is not None
                     else -float(spec.action_size))
 
-  # Observations reach the actor and the Q-heads as features: the flat
-  # observation itself, or from pixels the critic's encoder's output (which
-  # the actor sees through a stop-gradient).
-  if encoder is None:
-    features = lambda critic_params, obs: obs
-    q_head = lambda critic_params: critic_params
-  else:
-    features = lambda critic_params, obs: encoder.apply(
-        critic_params['encoder'], obs)
-    q_head = lambda critic_params: critic_params['q']
-    augment = encoder.augment
-
-  def critic_apply(critic_params, feats, action):
-    return q_net.apply(q_head(critic_params), feats, action)
-
-  def actor_dist(state: State, obs):
-    feats = jax.lax.stop_gradient(features(state.critic, obs))
-    return actor.apply(state.actor, feats)
-
   def init(key, env_spec: EnvSpec) -> State:
     check_spec(spec, env_spec)
-    act = jnp.zeros((1, spec.action_size))
-    if encoder is None:
-      k1, k2 = jax.random.split(key)
-      obs = jnp.zeros((1, spec.obs_size))
-      critic_params = q_net.init(k2, obs, act)
-    else:
-      k1, k2, k3 = jax.random.split(key, 3)
-      encoder_params = encoder.init(k3, encoder.dummy_obs(1))
-      obs = encoder.apply(encoder_params, encoder.dummy_obs(1))
-      critic_params = {'encoder': encoder_params,
-                       'q': q_net.init(k2, obs, act)}
-    actor_params = actor.init(k1, obs)
+    (k_actor, k_q), (k_encoder,) = critic.split_keys(key, 2)
+    obs = encoder.dummy_obs(1)
+    critic_params = critic.init(k_q, obs, jnp.zeros((1, spec.action_size)),
+                                encoder_key=k_encoder)
+    actor_params = actor.init(k_actor, critic.actor_input(critic_params, obs))
     log_alpha = jnp.asarray(jnp.log(c.init_alpha), jnp.float32)
     return State(actor=actor_params, critic=critic_params,
                  target_critic=critic_params, log_alpha=log_alpha,
@@ -182,34 +161,30 @@ def make(config: Config, spec: EnvSpec) -> Recipe:
                  steps=jnp.zeros((), jnp.int32))
 
   def act(state: State, obs, key, *, explore: bool = True):
-    dist = actor_dist(state, obs)
+    dist = actor.apply(state.actor, critic.actor_input(state.critic, obs))
     return (dist.sample(key) if explore else dist.mode()), {}
 
   def update(state: State, batch: Transition, key):
     alpha = jnp.exp(state.log_alpha)
-    if encoder is None:
-      k_next, k_pi = jax.random.split(key)
-      obs, next_obs = batch.obs, batch.next_obs
-    else:  # DrQ: each observation shifted on its own.
-      k_next, k_pi, k_aug, k_aug_next = jax.random.split(key, 4)
-      obs = augment(k_aug, batch.obs)
-      next_obs = augment(k_aug_next, batch.next_obs)
+    # DrQ: from pixels each observation is shifted with its own key.
+    (k_next, k_pi), (k_aug, k_aug_next) = critic.split_keys(key, 2, 2)
+    obs = encoder.augment(k_aug, batch.obs)
+    next_obs = encoder.augment(k_aug_next, batch.next_obs)
 
     # Critic: soft TD target from the twin target critics' minimum. The
     # actor reads the online encoder's features, the target critic its own.
     next_a, next_logp = actor.apply(
-        state.actor, jax.lax.stop_gradient(features(state.critic, next_obs))
+        state.actor, critic.actor_input(state.critic, next_obs)
     ).sample_and_log_prob(k_next)
-    q1_next, q2_next = critic_apply(
-        state.target_critic, features(state.target_critic, next_obs), next_a)
+    q1_next, q2_next = critic.apply(state.target_critic, next_obs, next_a)
     q_next = losses.clipped_double_q(q1_next, q2_next)
     target = jax.vmap(lambda r, d, q, lp: losses.sac_critic_target(
         r, d, q, lp, alpha=alpha))(batch.reward, batch.discount, q_next, next_logp)
     target = jax.lax.stop_gradient(target)
 
     def critic_loss(params):
-      feats = features(params, obs)  # From pixels: trains the encoder too.
-      q = critic_apply(params, feats, batch.action)  # [2, N]
+      feats = critic.features(params, obs)  # From pixels: trains the encoder.
+      q = critic.head(params, feats, batch.action)  # [2, N]
       return (0.5 * jnp.mean(jnp.sum(jnp.square(q - target[None]), 0)),
               (q, feats))
 
@@ -225,7 +200,7 @@ def make(config: Config, spec: EnvSpec) -> Recipe:
     # Actor: maximise the soft Q of its own reparameterised actions.
     def actor_loss(params):
       a, logp = actor.apply(params, feats).sample_and_log_prob(k_pi)
-      q_pi = losses.clipped_double_q(*critic_apply(critic_params, feats, a))
+      q_pi = losses.clipped_double_q(*critic.head(critic_params, feats, a))
       loss = jax.vmap(lambda qv, lp: losses.sac_actor_loss(
           qv, lp, alpha=alpha))(q_pi, logp)
       return jnp.mean(loss), logp
@@ -245,16 +220,10 @@ def make(config: Config, spec: EnvSpec) -> Recipe:
     updates, alpha_opt_state = alpha_opt.update(grad, state.alpha_opt)
     log_alpha = optax.apply_updates(state.log_alpha, updates)
 
-    if encoder is None:
-      target_critic = optax.incremental_update(critic_params,
-                                               state.target_critic, c.tau)
-    else:
-      target_critic = {
-          'encoder': optax.incremental_update(
-              critic_params['encoder'], state.target_critic['encoder'],
-              c.encoder_tau),
-          'q': optax.incremental_update(critic_params['q'],
-                                        state.target_critic['q'], c.tau)}
+    # Targets: the Q-heads at tau, from pixels the target encoder at
+    # encoder_tau.
+    target_critic = critic.polyak(critic_params, state.target_critic, c.tau,
+                                  c.encoder_tau)
     new_state = State(
         actor=actor_params, critic=critic_params,
         target_critic=target_critic,

@@ -27,8 +27,10 @@ from roxie.networks.pixels import check_pooling
 from roxie.networks.pixels import encoded_critic
 from roxie.networks.pixels import EncodedCritic
 from roxie.networks.pixels import encoder_from_config
+from roxie.networks.pixels import identity_encoder
 from roxie.networks.pixels import is_image
 from roxie.networks.pixels import make_shared_encoder
+from roxie.networks.pixels import observation_encoder
 from roxie.networks.pixels import ObservationEncoder
 from roxie.networks.pixels import PixelConfig
 from roxie.networks.pixels import PIXEL_RUN_DEFAULTS
@@ -62,10 +64,12 @@ __all__ = (
     'EncodedCritic',
     'ensemble',
     'GaussianActor',
+    'identity_encoder',
     'is_image',
     'make_deterministic_policy',
     'make_shared_encoder',
     'MLP',
+    'observation_encoder',
     'ObservationEncoder',
     'PixelConfig',
     'PIXEL_RUN_DEFAULTS',

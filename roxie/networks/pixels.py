@@ -314,18 +314,48 @@ class ObservationEncoder(hk.Module):
 
 
 class SharedEncoder(NamedTuple):
-  """An observation encoder shared by an off-policy recipe's networks.
+  """How a recipe's networks read observations, chosen once from the spec.
 
-  The DrQ/SAC-AE arrangement: the critic owns the encoder and trains it with
-  its loss (its parameters live in the critic's, so target critics carry a
-  target encoder), the actor reads the encoder's features through a
-  stop-gradient, and sampled observations are randomly shifted before
-  encoding. Made by `make_shared_encoder` for dict observations.
+  From pixels, the DrQ/SAC-AE arrangement: the critic owns a conv encoder
+  and trains it with its loss (its parameters live in the critic's, so
+  target critics carry a target encoder), the actor reads the encoder's
+  features through a stop-gradient, and sampled observations are randomly
+  shifted before encoding (`make_shared_encoder`). For flat observations the
+  identity (`identity_encoder`): no parameters, features = obs, no shift, no
+  random keys. `observation_encoder` picks one, so a recipe written against
+  this (through `encoded_critic`) never asks which it has.
   """
   init: Callable[[chex.PRNGKey, Any], hk.Params]  # (key, obs) -> params.
   apply: Callable[[hk.Params, Any], Array]  # (params, obs [N, ...]) -> [N, F].
   dummy_obs: Callable[[int], Any]  # n -> a zero observation batch [n, ...].
   augment: Callable[[chex.PRNGKey, Any], Any]  # Random shift of the images.
+  # False for the identity: it has no parameters and draws no random keys,
+  # and a critic reading through it keeps the critic's own parameters.
+  trainable: bool = True
+  # The width the heads check their input against: the flat observation's
+  # size; None from pixels (the features' width is taken as given).
+  obs_size: Optional[int] = None
+
+
+def identity_encoder(obs_size: Optional[int]) -> SharedEncoder:
+  """The `SharedEncoder` of flat [N, obs_size] observations: features = obs.
+
+  Args:
+    obs_size: the flat observation's size (the spec's `obs_size`).
+
+  Returns:
+    An encoder without parameters whose `augment` returns obs unchanged.
+  """
+
+  def dummy_obs(n: int):
+    if obs_size is None:
+      raise ValueError('identity_encoder: dummy_obs needs an obs_size.')
+    return jnp.zeros((n, obs_size))
+
+  return SharedEncoder(init=lambda key, obs: {},
+                       apply=lambda params, obs: obs, dummy_obs=dummy_obs,
+                       augment=lambda key, obs: obs, trainable=False,
+                       obs_size=obs_size)
 
 
 def make_shared_encoder(obs_shapes: Optional[ObsShapes], *,
@@ -346,7 +376,8 @@ def make_shared_encoder(obs_shapes: Optional[ObsShapes], *,
     augment_pad: the random shift's largest offset in pixels (0: none).
 
   Returns:
-    The encoder's functions, or None for flat observations.
+    The encoder's functions, or None for flat observations (see
+    `observation_encoder` for one that is never None).
   """
   if obs_shapes is None:
     return None
@@ -371,17 +402,21 @@ def make_shared_encoder(obs_shapes: Optional[ObsShapes], *,
 
 
 class EncodedCritic(NamedTuple):
-  """A critic that reads observations through a `SharedEncoder`, if any.
+  """A critic that reads observations through a `SharedEncoder`.
 
   Made by `encoded_critic` from a critic transform `critic(obs, action)`:
   `init` and `apply` keep its signature but take observations, which they
   encode with the parameters' 'encoder' entry (the Q-network's are under
-  'q'). For flat observations (no encoder) everything is the critic itself,
-  with its own parameters, and the other functions are identities, so a
-  recipe written against this behaves exactly as before on state vectors.
+  'q'). Through the identity encoder (flat observations) everything is the
+  critic itself, with its own parameters, and the other functions are
+  identities, so a recipe written against this behaves exactly as it would
+  on state vectors without it.
   """
-  encoder: Optional[SharedEncoder]
-  init: Callable[..., hk.Params]  # (key, obs, action) -> params.
+  encoder: SharedEncoder
+  # (key, obs, action, *, encoder_key=None) -> params. With `encoder_key`
+  # the Q-head is initialised from `key` and the encoder from `encoder_key`;
+  # without, `key` is split between them (encoder first).
+  init: Callable[..., hk.Params]
   apply: Callable[..., Any]  # (params, obs, action) -> the critic's output.
   # (critic params, obs) -> what the actor reads: the encoder's features
   # through a stop-gradient, or the flat observation.
@@ -390,6 +425,27 @@ class EncodedCritic(NamedTuple):
   augment: Callable[[chex.PRNGKey, Any], Any]
   # (new, target, tau, encoder_tau) -> the new target critic parameters.
   polyak: Callable[[hk.Params, hk.Params, float, float], hk.Params]
+  # (critic params, obs) -> [N, F] features, with their gradient (what the
+  # critic loss trains the encoder through).
+  features: Callable[[hk.Params, Any], Array]
+  # (critic params, features [..., F], action) -> the critic's output on
+  # already-encoded features (any leading axes).
+  head: Callable[..., Any]
+
+  def split_keys(self, key: chex.PRNGKey, n: int, m: int = 1):
+    """Splits `key` into `n` keys for the recipe and `m` for the encoder.
+
+    The identity encoder draws none: its `m` keys are None and `key` is
+    split into `n` only. One key in all is `key` itself, unsplit.
+
+    Returns:
+      (n keys, m encoder keys or m Nones), tuples.
+    """
+    total = n + (m if self.encoder.trainable else 0)
+    keys = (key,) if total == 1 else tuple(jax.random.split(key, total))
+    if not self.encoder.trainable:
+      return keys[:n], (None,) * m
+    return keys[:n], keys[n:]
 
 
 def encoded_critic(critic: hk.Transformed,
@@ -403,32 +459,46 @@ def encoded_critic(critic: hk.Transformed,
 
   Args:
     critic: a haiku transform (without rng) of `critic(obs, action)`.
-    encoder: from `make_shared_encoder`; None for flat observations.
+    encoder: from `observation_encoder` (or `make_shared_encoder`; None or
+      `identity_encoder` for flat observations).
 
   Returns:
     An `EncodedCritic`.
   """
   import optax  # pylint: disable=g-import-not-at-top
   if encoder is None:
+    encoder = identity_encoder(None)
+  if not encoder.trainable:
     return EncodedCritic(
-        encoder=None, init=critic.init, apply=critic.apply,
+        encoder=encoder,
+        init=lambda key, obs, action, *, encoder_key=None: critic.init(
+            key, obs, action),
+        apply=critic.apply,
         actor_input=lambda params, obs: obs,
         augment=lambda key, batch: batch,
         polyak=lambda new, old, tau, encoder_tau: optax.incremental_update(
-            new, old, tau))
+            new, old, tau),
+        features=lambda params, obs: obs,
+        head=critic.apply)
 
-  def init(key, obs, action):
-    k_encoder, k_q = jax.random.split(key)
-    encoder_params = encoder.init(k_encoder, obs)
+  def init(key, obs, action, *, encoder_key=None):
+    if encoder_key is None:
+      encoder_key, key = jax.random.split(key)
+    encoder_params = encoder.init(encoder_key, obs)
     return {'encoder': encoder_params,
-            'q': critic.init(k_q, encoder.apply(encoder_params, obs), action)}
+            'q': critic.init(key, encoder.apply(encoder_params, obs), action)}
+
+  def features(params, obs):
+    return encoder.apply(params['encoder'], obs)
+
+  def head(params, feats, action):
+    return critic.apply(params['q'], feats, action)
 
   def apply(params, obs, action):
-    return critic.apply(params['q'], encoder.apply(params['encoder'], obs),
-                        action)
+    return head(params, features(params, obs), action)
 
   def actor_input(params, obs):
-    return jax.lax.stop_gradient(encoder.apply(params['encoder'], obs))
+    return jax.lax.stop_gradient(features(params, obs))
 
   def augment(key, batch):
     k_obs, k_next = jax.random.split(key)
@@ -442,7 +512,7 @@ def encoded_critic(critic: hk.Transformed,
 
   return EncodedCritic(encoder=encoder, init=init, apply=apply,
                        actor_input=actor_input, augment=augment,
-                       polyak=polyak)
+                       polyak=polyak, features=features, head=head)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -507,7 +577,19 @@ def policy_params_with_encoder(params: Mapping[str, Any],
   return out
 
 
+def observation_encoder(config: Any, spec: Any) -> SharedEncoder:
+  """The encoder a recipe reads `spec`'s observations through, chosen once.
+
+  The conv encoder a `PixelConfig` asks for on dict observations, the
+  identity (`identity_encoder(spec.obs_size)`) on flat ones.
+  """
+  encoder = encoder_from_config(config, spec)
+  return identity_encoder(spec.obs_size) if encoder is None else encoder
+
+
 def policy_input(encoder: Optional[SharedEncoder], params: Mapping[str, Any],
                  obs: Any) -> Any:
   """What an exported policy's actor reads: encoded pixels, or obs itself."""
-  return obs if encoder is None else encoder.apply(params['encoder'], obs)
+  if encoder is None or not encoder.trainable:
+    return obs
+  return encoder.apply(params['encoder'], obs)

@@ -21,7 +21,7 @@ def deterministic_actor(config: Any, spec: Any) -> hk.Transformed:
   On flat observations its input size is checked against `spec.obs_size`;
   from pixels it reads encoder features, whose width it takes as given.
   """
-  obs_size = spec.obs_size if spec.obs_shapes is None else None
+  obs_size = pixels.observation_encoder(config, spec).obs_size
   return hk.without_apply_rng(hk.transform(
       lambda o: actors.DeterministicActor(
           action_size=spec.action_size, hidden_sizes=config.hidden_sizes,
@@ -43,6 +43,6 @@ def make_deterministic_policy(config: Any, spec: Any) -> Callable:
   (no noise).
   """
   actor = deterministic_actor(config, spec)
-  encoder = pixels.encoder_from_config(config, spec)
+  encoder = pixels.observation_encoder(config, spec)
   return lambda params, obs: actor.apply(
       params['actor'], pixels.policy_input(encoder, params, obs)).action
