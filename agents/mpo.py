@@ -87,6 +87,7 @@ import jax.numpy as jnp
 import optax
 
 from roxie import losses, networks, optim
+from roxie.agents import off_policy
 from roxie.types import EnvSpec, Recipe, ReplaySpec, Transition, check_spec
 
 # Duals live in log space; this floor (log 1e-8) keeps them from vanishing.
@@ -94,20 +95,15 @@ _MIN_LOG_DUAL = -18.
 
 
 @dataclasses.dataclass(frozen=True)
-class Config(networks.PixelConfig):
-  """MPO hyperparameters; the defaults suit a 2-core CPU."""
-  # Collection and schedule.
-  num_envs: int = 8
-  total_steps: int = 200_000
-  steps_per_iteration: int = 1  # Env steps per env between update bursts.
+class Config(off_policy.ReplayConfig):
+  """MPO hyperparameters; the defaults suit a 2-core CPU.
+
+  Collection, replay and targets: the fields of `off_policy.ReplayConfig`
+  (num_envs, total_steps, steps_per_iteration, warmup_steps,
+  replay_capacity, batch_size, n_step, discount, and tau, the Polyak rate
+  used when target_update_period == 0), with this default changed:
+  """
   updates_per_iteration: int = 2  # Gradient steps per burst.
-  warmup_steps: int = 5_000  # Uniform random actions first.
-  # Replay and targets.
-  replay_capacity: int = 500_000
-  batch_size: int = 256
-  n_step: int = 3
-  discount: float = 0.99
-  tau: float = 0.005  # Polyak rate, used when target_update_period == 0.
   target_update_period: int = 0  # > 0: hard target copies every K updates.
   # Networks and optimisation.
   hidden_sizes: Tuple[int, ...] = (256, 256)

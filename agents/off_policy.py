@@ -52,15 +52,11 @@ from roxie.types import EnvSpec, Recipe, ReplaySpec, Transition, check_spec
 
 
 @dataclasses.dataclass(frozen=True)
-class Config(networks.PixelConfig):
-  """What every case shares; the defaults suit a 2-core CPU.
+class ReplayConfig(networks.PixelConfig):
+  """Collection, replay and target fields of every off-policy recipe.
 
-  The published large-scale settings (1024 envs, 20 gradient steps per 2048
-  env steps, noise decayed over ~50M env steps) are one config away:
-
-    Config(num_envs=1024, steps_per_iteration=2, updates_per_iteration=20,
-           warmup_steps=10_000, replay_capacity=500_000, batch_size=512,
-           n_step=5, max_grad_norm=1.0, noise_decay_updates=500_000)
+  The base of this module's `Config` and of SAC's and MPO's; a recipe
+  redeclares a field to change its default (it keeps its place).
   """
   # Collection and schedule.
   num_envs: int = 8
@@ -74,6 +70,19 @@ class Config(networks.PixelConfig):
   n_step: int = 3
   discount: float = 0.99
   tau: float = 0.005
+
+
+@dataclasses.dataclass(frozen=True)
+class Config(ReplayConfig):
+  """What every case shares; the defaults suit a 2-core CPU.
+
+  The published large-scale settings (1024 envs, 20 gradient steps per 2048
+  env steps, noise decayed over ~50M env steps) are one config away:
+
+    Config(num_envs=1024, steps_per_iteration=2, updates_per_iteration=20,
+           warmup_steps=10_000, replay_capacity=500_000, batch_size=512,
+           n_step=5, max_grad_norm=1.0, noise_decay_updates=500_000)
+  """
   # Exploration: Gaussian noise, std decayed linearly over the first updates.
   noise_start: float = 0.4
   noise_end: float = 0.1

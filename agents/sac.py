@@ -30,24 +30,20 @@ import jax.numpy as jnp
 import optax
 
 from roxie import losses, networks, optim
+from roxie.agents import off_policy
 from roxie.types import EnvSpec, Recipe, ReplaySpec, Transition, check_spec
 
 
 @dataclasses.dataclass(frozen=True)
-class Config(networks.PixelConfig):
-  """SAC hyperparameters; the defaults suit a 2-core CPU."""
-  # Collection and schedule.
-  num_envs: int = 8
+class Config(off_policy.ReplayConfig):
+  """SAC hyperparameters; the defaults suit a 2-core CPU.
+
+  Collection, replay and targets: the fields of `off_policy.ReplayConfig`
+  (num_envs, steps_per_iteration, updates_per_iteration, warmup_steps,
+  replay_capacity, batch_size, discount, tau), with these defaults changed:
+  """
   total_steps: int = 150_000
-  steps_per_iteration: int = 1  # Env steps per env between update bursts.
-  updates_per_iteration: int = 4  # Gradient steps per burst.
-  warmup_steps: int = 5_000  # Uniform random actions first.
-  # Replay and targets.
-  replay_capacity: int = 500_000
-  batch_size: int = 256
   n_step: int = 1
-  discount: float = 0.99
-  tau: float = 0.005
   # Networks and optimisation.
   hidden_sizes: Tuple[int, ...] = (256, 256)
   layer_norm: bool = True
