@@ -70,7 +70,7 @@ class Toy:
 
 def policy(obs):
   """[..., 2] -> [..., 1]: a fixed action in [0, 1] that varies with obs."""
-  return 0.5 + 0.5 * jnp.sin(17. * obs[..., :1] + 5. * obs[..., 1:])
+  return 0.5 + 0.5 * jnp.sin(17. * obs[..., :1] + 5. * obs[..., 1:2])
 
 
 def _np_policy(x, t_frac):
@@ -78,17 +78,17 @@ def _np_policy(x, t_frac):
                                                                             0])
 
 
-def _spy(example, **kw):
+def _spy(example, last_obs_shape=(4, 2), **kw):
   """A recipe acting with `policy` whose update keeps the data it got."""
 
   def init(key, spec):
     del key, spec
-    return {'data': example, 'previous_last_obs': jnp.zeros((4, 2)),
+    return {'data': example, 'previous_last_obs': jnp.zeros(last_obs_shape),
             'updates': jnp.zeros((), jnp.int32)}
 
   def act(state, obs, key, *, explore=True):
     del state, key, explore
-    return policy(obs), {'acted_x': obs[:, 0]}
+    return policy(obs), {'acted_x': obs[..., 0]}
 
   def update(state, data, key):
     del key
@@ -198,3 +198,69 @@ def test_on_policy_rollouts_follow_the_environment():
   np.testing.assert_allclose(following[..., 1][~ended],
                              r.obs[..., 1][~ended] + 1. / LENGTH, atol=1e-6)
   assert ended.any() and (~ended).any()
+
+
+@pytest.mark.parametrize('backend', ['cpu', 'mjx'])
+def test_on_policy_rollouts_follow_a_real_backend(backend):
+  # The same joins on real physics (PendulumSwingup never terminates):
+  # actions are taken at the stored observations, the observation acted on
+  # next is the one reached except after the truncation every env reaches
+  # every 4th step, where final_obs keeps the reached one and the next
+  # observation is a fresh reset.
+  from roxie import envs  # pylint: disable=g-import-not-at-top
+  b, length, episode = 2, 6, 4
+  env = envs.make('PendulumSwingup', backend=backend, num_envs=b,
+                  episode_length=episode)
+  o = env.spec.obs_size
+  example = Rollout(
+      obs=jnp.zeros((length, b, o)), action=jnp.zeros((length, b, 1)),
+      reward=jnp.zeros((length, b)),
+      terminated=jnp.zeros((length, b), bool),
+      truncated=jnp.zeros((length, b), bool),
+      final_obs=jnp.zeros((length, b, o)),
+      extras={'acted_x': jnp.zeros((length, b))},
+      last_obs=jnp.zeros((b, o)))
+  recipe = _spy(example, last_obs_shape=(b, o), on_policy=True,
+                rollout_length=length)
+  init, run = loops.make_compiled_loop(recipe, env, iterations=2)
+  state, _ = run(init(jax.random.PRNGKey(0)))
+  r = jax.tree.map(np.asarray, state.agent['data'])
+  np.testing.assert_array_equal(r.obs[0], state.agent['previous_last_obs'])
+  np.testing.assert_array_equal(r.extras['acted_x'], r.obs[..., 0])
+  np.testing.assert_allclose(r.action, np.asarray(policy(r.obs)), atol=1e-6)
+  assert not r.terminated.any()
+  # Steps 6..11 (0-based) of the run: steps 7 and 11 end the second and
+  # third episodes (indices 1 and 5 here).
+  expected = np.zeros((length, b), bool)
+  expected[[1, 5]] = True
+  np.testing.assert_array_equal(r.truncated, expected)
+  following = np.concatenate([r.obs[1:], r.last_obs[None]], 0)
+  np.testing.assert_array_equal(following[~expected], r.final_obs[~expected])
+  assert not np.allclose(following[expected], r.final_obs[expected])
+
+
+def test_off_policy_batches_from_the_native_backend_hold_the_acted_on_obs():
+  # Replay rows from real physics: each stored action is the policy's at
+  # the stored observation (a collector that stored the observation the
+  # step reached instead would fail this), and a 1-step row bootstraps from
+  # a different observation than the one acted on.
+  from roxie import envs  # pylint: disable=g-import-not-at-top
+  env = envs.make('PendulumSwingup', num_envs=2, episode_length=5)
+  o, batch_size = env.spec.obs_size, 32
+  example = Transition(obs=jnp.zeros((batch_size, o)),
+                       action=jnp.zeros((batch_size, 1)),
+                       reward=jnp.zeros((batch_size,)),
+                       discount=jnp.zeros((batch_size,)),
+                       next_obs=jnp.zeros((batch_size, o)))
+  recipe = _spy(example, last_obs_shape=(2, o), on_policy=False,
+                replay=ReplaySpec(capacity=128, batch_size=batch_size,
+                                  n_step=1, discount=0.9),
+                steps_per_iteration=2, updates_per_iteration=1,
+                warmup_steps=0)
+  init, run = loops.make_compiled_loop(recipe, env, iterations=12)
+  state, _ = run(init(jax.random.PRNGKey(0)))
+  batch = jax.tree.map(np.asarray, state.agent['data'])
+  np.testing.assert_allclose(batch.action, np.asarray(policy(batch.obs)),
+                             atol=1e-6)
+  assert not np.any(np.all(np.isclose(batch.obs, batch.next_obs), axis=-1))
+  np.testing.assert_allclose(batch.discount, 0.9)  # Pendulum never ends.
