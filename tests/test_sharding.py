@@ -12,7 +12,6 @@ scenarios) are also used by tests/test_multihost.py's workers.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import os
@@ -28,8 +27,8 @@ import pytest
 
 from roxie import distributed
 from roxie import loops
-from roxie.types import (EnvSpec, EnvState, Recipe, ReplaySpec, TimeStep,
-                         Transition)
+from roxie.types import EnvSpec, Recipe, ReplaySpec, Transition
+from toy_envs import RandomStartIntegrator  # pylint: disable=g-bad-import-order
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -39,40 +38,8 @@ RESULT = 'RESULT '
 # -- a tiny environment and a deterministic recipe -----------------------------
 
 
-@dataclasses.dataclass(frozen=True)
-class Integrator:
-  """x' = x + 0.2 a, reward 1 - |x'|, x0 ~ U(-1, 1); `length`-step episodes.
-
-  The best policy drives x to 0 and keeps it there (return ~9 of 10 at
-  length 10); random actions score ~4-5.
-  """
-  num_envs: int = 4
-  length: int = 10
-
-  @property
-  def spec(self):
-    return EnvSpec(task='Integrator', obs_size=1, action_size=1,
-                   obs_names=(('x', 1),), control_timestep=0.1,
-                   episode_length=self.length)
-
-  def reset(self, key):
-    b = self.num_envs
-    key, k = jax.random.split(key)
-    x = jax.random.uniform(k, (b, 1), minval=-1.0, maxval=1.0)
-    return EnvState(obs=x, t=jnp.zeros((b,), jnp.int32),
-                    task_state=jnp.zeros((b, 0)), key=key, physics=())
-
-  def step(self, state, action):
-    key, k = jax.random.split(state.key)
-    x = state.obs + 0.2 * jnp.clip(action, -1.0, 1.0)
-    t = state.t + 1
-    truncated = t >= self.length
-    fresh = jax.random.uniform(k, x.shape, minval=-1.0, maxval=1.0)
-    obs = jnp.where(truncated[:, None], fresh, x)
-    ts = TimeStep(obs=obs, reward=1.0 - jnp.abs(x[:, 0]),
-                  terminated=jnp.zeros_like(truncated), truncated=truncated,
-                  final_obs=x, info={})
-    return state._replace(obs=obs, t=jnp.where(truncated, 0, t), key=key), ts
+# The integrator (x0 ~ U(-1, 1), x' = x + 0.2 a) lives in toy_envs.py.
+Integrator = RandomStartIntegrator
 
 
 def linear_recipe(spec: EnvSpec, *, batch_size: int = 8,

@@ -5,45 +5,14 @@ episodes truncate after `length` steps and reset x to 1. Everything about it
 can be computed by hand, so the loop's bookkeeping can be checked exactly.
 """
 
-import dataclasses
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from roxie import loops
-from roxie.types import EnvSpec, EnvState, Recipe, ReplaySpec, TimeStep
-
-
-@dataclasses.dataclass(frozen=True)
-class Integrator:
-  num_envs: int = 3
-  length: int = 4
-
-  @property
-  def spec(self):
-    return EnvSpec(task='Integrator', obs_size=1, action_size=1,
-                   obs_names=(('x', 1),), control_timestep=0.1,
-                   episode_length=self.length)
-
-  def reset(self, key):
-    b = self.num_envs
-    return EnvState(obs=jnp.ones((b, 1)), t=jnp.zeros((b,), jnp.int32),
-                    task_state=jnp.zeros((b, 0)), key=key, physics=())
-
-  def step(self, state, action):
-    a = jnp.clip(action, -1.0, 1.0)
-    x = state.obs + 0.1 * a
-    t = state.t + 1
-    truncated = t >= self.length
-    reward = -jnp.abs(x[:, 0])
-    obs = jnp.where(truncated[:, None], 1.0, x)
-    ts = TimeStep(obs=obs, reward=reward,
-                  terminated=jnp.zeros_like(truncated), truncated=truncated,
-                  final_obs=x,
-                  info={'clipped': jnp.sum(jnp.abs(action) > 1, -1)})
-    return state._replace(obs=obs, t=jnp.where(truncated, 0, t)), ts
+from roxie.types import Recipe, ReplaySpec
+from toy_envs import FixedStartIntegrator as Integrator  # pylint: disable=g-bad-import-order
 
 
 def _constant_recipe(action_value, *, on_policy, **kw):
@@ -118,7 +87,7 @@ def test_off_policy_loop_warms_up_then_learns():
 
 
 def test_loop_rejects_malformed_recipes():
-  env = Integrator()
+  env = Integrator(num_envs=3)
   with pytest.raises(ValueError, match='rollout_length'):
     loops.make_compiled_loop(_constant_recipe(0.0, on_policy=True), env)
   with pytest.raises(ValueError, match='ReplaySpec'):

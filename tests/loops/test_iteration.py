@@ -5,8 +5,6 @@ x' = x + 0.1 * a, reward = -|x'|, truncation after `length` steps, reset to
 x = 1; every number below follows by hand.
 """
 
-import dataclasses
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -15,34 +13,8 @@ import pytest
 from roxie import loops
 from roxie.loops import iteration
 from roxie.loops import placement
-from roxie.types import EnvSpec, EnvState, Recipe, ReplaySpec, TimeStep
-
-
-@dataclasses.dataclass(frozen=True)
-class Integrator:
-  num_envs: int = 2
-  length: int = 4
-
-  @property
-  def spec(self):
-    return EnvSpec(task='Integrator', obs_size=1, action_size=1,
-                   obs_names=(('x', 1),), control_timestep=0.1,
-                   episode_length=self.length)
-
-  def reset(self, key):
-    b = self.num_envs
-    return EnvState(obs=jnp.ones((b, 1)), t=jnp.zeros((b,), jnp.int32),
-                    task_state=jnp.zeros((b, 0)), key=key, physics=())
-
-  def step(self, state, action):
-    x = state.obs + 0.1 * jnp.clip(action, -1.0, 1.0)
-    t = state.t + 1
-    truncated = t >= self.length
-    obs = jnp.where(truncated[:, None], 1.0, x)
-    ts = TimeStep(obs=obs, reward=-jnp.abs(x[:, 0]),
-                  terminated=jnp.zeros_like(truncated), truncated=truncated,
-                  final_obs=x, info={})
-    return state._replace(obs=obs, t=jnp.where(truncated, 0, t)), ts
+from roxie.types import Recipe, ReplaySpec
+from toy_envs import FixedStartIntegrator as Integrator  # pylint: disable=g-bad-import-order
 
 
 def _recipe(*, on_policy, action=-1.0, **kw):

@@ -19,42 +19,11 @@ from roxie import distributed
 from roxie import envs
 from roxie import loops
 from roxie.loops import population as population_lib
-from roxie.types import (EnvSpec, EnvState, Recipe, ReplaySpec, TimeStep,
-                         Transition)
+from roxie.types import EnvSpec, Recipe, ReplaySpec, Transition
+
+from toy_envs import RandomStartIntegrator  # pylint: disable=g-bad-import-order
 
 SEEDS = (3, 5, 11)
-
-
-@dataclasses.dataclass(frozen=True)
-class Integrator:
-  """x' = x + 0.2 a, reward 1 - |x'|; resets draw x ~ U(-1, 1) from the key."""
-  num_envs: int = 2
-  length: int = 5
-
-  @property
-  def spec(self):
-    return EnvSpec(task='Integrator', obs_size=1, action_size=1,
-                   obs_names=(('x', 1),), control_timestep=0.1,
-                   episode_length=self.length)
-
-  def reset(self, key):
-    key, k = jax.random.split(key)
-    x = jax.random.uniform(k, (self.num_envs, 1), minval=-1.0, maxval=1.0)
-    return EnvState(obs=x, t=jnp.zeros((self.num_envs,), jnp.int32),
-                    task_state=jnp.zeros((self.num_envs, 0)), key=key,
-                    physics=())
-
-  def step(self, state, action):
-    key, k = jax.random.split(state.key)
-    x = state.obs + 0.2 * jnp.clip(action, -1.0, 1.0)
-    t = state.t + 1
-    truncated = t >= self.length
-    fresh = jax.random.uniform(k, x.shape, minval=-1.0, maxval=1.0)
-    obs = jnp.where(truncated[:, None], fresh, x)
-    ts = TimeStep(obs=obs, reward=1.0 - jnp.abs(x[:, 0]),
-                  terminated=jnp.zeros_like(truncated), truncated=truncated,
-                  final_obs=x, info={})
-    return state._replace(obs=obs, t=jnp.where(truncated, 0, t), key=key), ts
 
 
 def noisy_recipe(spec: EnvSpec, *, warmup_steps: int = 8) -> Recipe:
@@ -131,7 +100,7 @@ def _max_diff(a, b) -> float:
 
 
 def test_member_k_is_the_single_run_with_seed_k():
-  env = Integrator()
+  env = RandomStartIntegrator(num_envs=2, length=5)
   recipe = noisy_recipe(env.spec)
   calls, iterations = 3, 40  # (37 + 40 + 40) x 2 = 234 updates each.
   singles = _single_runs(recipe, env, calls, iterations)
@@ -225,7 +194,7 @@ def test_native_population_resets_only_masked_envs_and_skips_idle_calls():
 
 
 def test_population_refuses_what_it_cannot_run():
-  env = Integrator()
+  env = RandomStartIntegrator(num_envs=2, length=5)
   recipe = noisy_recipe(env.spec)
   with pytest.raises(ValueError, match='population must be >= 1'):
     loops.make_population_loop(recipe, env, population=0)
@@ -234,13 +203,14 @@ def test_population_refuses_what_it_cannot_run():
     loops.make_population_loop(recipe, sharded, population=2)
 
   @dataclasses.dataclass(frozen=True)
-  class Pixels(Integrator):
+  class Pixels(RandomStartIntegrator):
     @property
     def spec(self):
       return super().spec._replace(
           obs_shapes=(('pixels', (8, 8, 3), 'uint8'),))
   with pytest.raises(ValueError, match='pixel observations'):
-    loops.make_population_loop(recipe, Pixels(), population=2)
+    loops.make_population_loop(recipe, Pixels(num_envs=2, length=5),
+                               population=2)
 
 
 def _tiny(name, spec, num_envs):
