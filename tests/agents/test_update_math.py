@@ -159,22 +159,25 @@ DISCOUNT = np.where(np.arange(N) % 4 < 2, 0.5, 0.)
 _RECIPES = {}
 
 
-def _recipe(name, **overrides):
-  """(recipe, init state, jitted update, jitted run of many updates)."""
+def _build(module, config, name, overrides):
+  """(recipe, init state, jitted update, jitted run of many updates), cached."""
   key = (name, tuple(sorted(overrides.items())))
   if key not in _RECIPES:
-    recipe = MODULES[name].make(_config(name, **overrides), SPEC)
+    recipe = module.make(config, SPEC)
     state = recipe.init(jax.random.PRNGKey(0), SPEC)
 
     @jax.jit
     def run(state, batch, keys):
-      def step(s, k):
-        s, metrics = recipe.update(s, batch, k)
-        return s, metrics
-      return jax.lax.scan(step, state, keys)
+      return jax.lax.scan(lambda s, k: recipe.update(s, batch, k), state,
+                          keys)
 
     _RECIPES[key] = (recipe, state, jax.jit(recipe.update), run)
   return _RECIPES[key]
+
+
+def _recipe(name, **overrides):
+  """`_build` for a DDPG-family recipe with `_config`'s settings."""
+  return _build(MODULES[name], _config(name, **overrides), name, overrides)
 
 
 def _learned_q(name, target_heads, batch, num_updates=400, **overrides):
@@ -425,21 +428,10 @@ SAC_RAW_LOG_STD = np.zeros((A,), np.float32)  # log std -1.5 in (-5, 2).
 
 
 def _sac(**overrides):
-  key = ('sac', tuple(sorted(overrides.items())))
-  if key not in _RECIPES:
-    config = sac.Config(**dict(dict(
-        hidden_sizes=(H,), layer_norm=False, batch_size=N, actor_lr=1e-2,
-        critic_lr=5e-2, alpha_lr=1e-2), **overrides))
-    recipe = sac.make(config, SPEC)
-    state = recipe.init(jax.random.PRNGKey(0), SPEC)
-
-    @jax.jit
-    def run(state, batch, keys):
-      return jax.lax.scan(lambda s, k: recipe.update(s, batch, k), state,
-                          keys)
-
-    _RECIPES[key] = (recipe, state, jax.jit(recipe.update), run)
-  return _RECIPES[key]
+  config = sac.Config(**dict(dict(
+      hidden_sizes=(H,), layer_norm=False, batch_size=N, actor_lr=1e-2,
+      critic_lr=5e-2, alpha_lr=1e-2), **overrides))
+  return _build(sac, config, 'sac', overrides)
 
 
 def _sac_actor(template):
@@ -561,22 +553,11 @@ from roxie.agents import mpo  # pylint: disable=g-import-not-at-top,g-bad-import
 
 
 def _mpo(**overrides):
-  key = ('mpo', tuple(sorted(overrides.items())))
-  if key not in _RECIPES:
-    config = mpo.Config(**dict(dict(
-        hidden_sizes=(H,), layer_norm=False, batch_size=N, num_samples=8,
-        policy_lr=1e-2, critic_lr=5e-2, dual_lr=1e-2,
-        action_penalty_epsilon=0.), **overrides))
-    recipe = mpo.make(config, SPEC)
-    state = recipe.init(jax.random.PRNGKey(0), SPEC)
-
-    @jax.jit
-    def run(state, batch, keys):
-      return jax.lax.scan(lambda s, k: recipe.update(s, batch, k), state,
-                          keys)
-
-    _RECIPES[key] = (recipe, state, jax.jit(recipe.update), run)
-  return _RECIPES[key]
+  config = mpo.Config(**dict(dict(
+      hidden_sizes=(H,), layer_norm=False, batch_size=N, num_samples=8,
+      policy_lr=1e-2, critic_lr=5e-2, dual_lr=1e-2,
+      action_penalty_epsilon=0.), **overrides))
+  return _build(mpo, config, 'mpo', overrides)
 
 
 def _gaussian_policy(template, mean, raw_log_std):
