@@ -42,6 +42,7 @@ from roxie.networks.pixels import RESOLUTION_AGNOSTIC_POOLINGS
 from roxie.networks.pixels import SharedEncoder
 from roxie.networks.pixels import spatial_softmax
 from roxie.networks.policies import deterministic_actor
+from roxie.networks.policies import deterministic_policy
 from roxie.networks.policies import deterministic_policy_params
 from roxie.networks.policies import make_deterministic_policy
 from roxie.networks.torsos import check_last_axis
@@ -55,6 +56,7 @@ __all__ = (
     'check_last_axis',
     'check_pooling',
     'deterministic_actor',
+    'deterministic_policy',
     'deterministic_policy_params',
     'DeterministicActor',
     'DeterministicActorOutput',
