@@ -11,8 +11,11 @@ A user's own agent is named the same way everywhere an agent name goes
 file or an importable module, with the factory after a colon (default
 `make`), e.g. `examples/redq.py:make` or `mylab.agents.crossq:make`. Its
 module defines what a built-in recipe module does: a `Config` dataclass and
-the factory `(config, env_spec) -> Recipe`; `policy_params` and
-`make_policy` for export, and `PIXEL_DEFAULTS` for pixels, where it has them.
+the factory `(config, env_spec) -> Recipe`, and `PIXEL_DEFAULTS` for pixels
+where it has them. What export, play and eval act with is the recipe's
+`policy` field (`roxie.types.Policy(params, apply)`, built in the factory);
+a module that instead defines the older module-level pair
+`policy_params(state)` and `make_policy(config, spec)` still exports.
 """
 
 import hashlib

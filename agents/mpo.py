@@ -88,7 +88,8 @@ import optax
 
 from roxie import losses, networks, optim
 from roxie.agents import off_policy
-from roxie.types import EnvSpec, Recipe, ReplaySpec, Transition, check_spec
+from roxie.types import (EnvSpec, Policy, Recipe, ReplaySpec, Transition,
+                         check_spec)
 
 # Duals live in log space; this floor (log 1e-8) keeps them from vanishing.
 _MIN_LOG_DUAL = -18.
@@ -179,7 +180,7 @@ def _policy_network(c: Config, spec: EnvSpec) -> hk.Transformed:
 
 
 def policy_params(state: State) -> hk.Params:
-  """What acting needs from a trained state (for exported policies).
+  """What acting needs from a trained state (`Recipe.policy.params`).
 
   The policy's parameters, and from pixels the critic's (online) encoder.
   """
@@ -354,4 +355,5 @@ def make(config: Config, spec: EnvSpec) -> Recipe:
                         n_step=c.n_step, discount=c.discount),
       steps_per_iteration=c.steps_per_iteration,
       updates_per_iteration=c.updates_per_iteration,
-      warmup_steps=c.warmup_steps)
+      warmup_steps=c.warmup_steps,
+      policy=Policy(params=policy_params, apply=make_policy(c, spec)))

@@ -117,8 +117,9 @@ class State(NamedTuple):
   steps: jnp.ndarray  # [] int32 critic updates made; drives the noise schedule.
 
 
-# The deterministic actor and the export hooks (roxie.export): every case's
-# state holds `actor` and `critic`.
+# The deterministic policy's parts, which `make` puts in `Recipe.policy`
+# (every case's state holds `actor` and `critic`); module-level too, for
+# code that reads them from the module.
 policy_params = networks.deterministic_policy_params
 make_policy = networks.make_deterministic_policy
 
@@ -325,4 +326,5 @@ def make(config: Config, spec: EnvSpec, *, name: str,
                         n_step=c.n_step, discount=c.discount),
       steps_per_iteration=c.steps_per_iteration,
       updates_per_iteration=c.updates_per_iteration,
-      warmup_steps=c.warmup_steps)
+      warmup_steps=c.warmup_steps,
+      policy=networks.deterministic_policy(c, spec))

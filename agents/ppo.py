@@ -68,7 +68,7 @@ import jax.numpy as jnp
 import optax
 
 from roxie import buffers, losses, networks
-from roxie.types import Array, EnvSpec, Recipe, Rollout, check_spec
+from roxie.types import Array, EnvSpec, Policy, Recipe, Rollout, check_spec
 
 
 @dataclasses.dataclass(frozen=True)
@@ -187,7 +187,7 @@ def _observe(c: Config, stats: buffers.NormalizerState, obs):
 
 
 def policy_params(state: State) -> Dict[str, Any]:
-  """What acting needs from a trained state (for exported policies).
+  """What acting needs from a trained state (`Recipe.policy.params`).
 
   The actor's parameters and the observation statistics it standardises with.
   """
@@ -323,4 +323,6 @@ def make(config: Config, spec: EnvSpec) -> Recipe:
     return new_state, metrics
 
   return Recipe(name='ppo', config=c, init=init, act=act, update=update,
-                on_policy=True, rollout_length=c.rollout_length)
+                on_policy=True, rollout_length=c.rollout_length,
+                policy=Policy(params=policy_params,
+                              apply=make_policy(c, spec)))

@@ -31,7 +31,8 @@ import optax
 
 from roxie import losses, networks, optim
 from roxie.agents import off_policy
-from roxie.types import EnvSpec, Recipe, ReplaySpec, Transition, check_spec
+from roxie.types import (EnvSpec, Policy, Recipe, ReplaySpec, Transition,
+                         check_spec)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,7 +99,7 @@ def _actor_network(c: Config, spec: EnvSpec) -> hk.Transformed:
 
 
 def policy_params(state: State) -> hk.Params:
-  """What acting needs from a trained state (for exported policies).
+  """What acting needs from a trained state (`Recipe.policy.params`).
 
   The actor's parameters, and from pixels the critic's (online) encoder.
   """
@@ -107,7 +108,7 @@ def policy_params(state: State) -> hk.Params:
 
 
 def make_policy(config: Config, spec: EnvSpec):
-  """The deterministic policy alone: `policy(params, obs) -> action`.
+  """The deterministic policy alone: `apply(params, obs) -> action`.
 
   Builds only the actor network (and the encoder, from pixels; no critic
   head, no optimiser), for exported bundles (`roxie.load_policy`). `params`
@@ -237,4 +238,5 @@ def make(config: Config, spec: EnvSpec) -> Recipe:
                         n_step=c.n_step, discount=c.discount),
       steps_per_iteration=c.steps_per_iteration,
       updates_per_iteration=c.updates_per_iteration,
-      warmup_steps=c.warmup_steps)
+      warmup_steps=c.warmup_steps,
+      policy=Policy(params=policy_params, apply=make_policy(c, spec)))

@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import optax
 
 from roxie import envs, losses, loops, networks
-from roxie.types import Recipe, ReplaySpec
+from roxie.types import Policy, Recipe, ReplaySpec
 
 
 def _actor(spec):
@@ -54,23 +54,16 @@ def make(spec, *, lr=3e-4, tau=0.005, noise=0.2):
     target = optax.incremental_update(params, tgt, tau)
     return {'params': params, 'target': target, 'opt': opt_state}, {'loss': value}
 
+  # What export acts with: what acting needs from the state, and the
+  # deterministic action (act(..., explore=False)) from it alone.
+  policy = Policy(params=lambda state: {'actor': state['params']['actor']},
+                  apply=lambda params, obs: actor.apply(params['actor'], obs))
   return Recipe(name='twin_ddpg', config=None, init=init, act=act,
                 update=update, on_policy=False,
                 replay=ReplaySpec(capacity=100_000, batch_size=128, n_step=3,
                                   discount=0.99),
                 steps_per_iteration=1, updates_per_iteration=2,
-                warmup_steps=1_000)
-
-
-# The policy hooks `roxie export` looks for: what acting needs from the state,
-# and the deterministic policy (act(..., explore=False)) built from it alone.
-def policy_params(state):
-  return {'actor': state['params']['actor']}
-
-
-def make_policy(config, spec):
-  actor = _actor(spec)
-  return lambda params, obs: actor.apply(params['actor'], obs)
+                warmup_steps=1_000, policy=policy)
 
 
 if __name__ == '__main__':

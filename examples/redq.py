@@ -8,7 +8,8 @@ all), the actor climbs the ensemble's mean, and the agent makes many
 gradient steps per environment step. REDQ itself pairs this with SAC's
 stochastic actor; here it sits on the deterministic actor of
 `roxie.agents.off_policy` (the skeleton DDPG, TD3, D4PG and TD4 are built
-from), so the file states only the critic, the target and the loss:
+from), so the file states only the critic, the target and the loss (the
+state, acting and the exported policy, `Recipe.policy`, are the skeleton's):
 
     roxie train --agent examples/redq.py:make --task CartpoleSwingup
 
@@ -23,9 +24,6 @@ import jax.numpy as jnp
 from roxie import losses, networks
 from roxie.types import EnvSpec, Recipe
 from roxie.agents import off_policy
-# What export and checkpoints need to know about the state and the policy.
-from roxie.agents.off_policy import (  # pylint: disable=unused-import
-    State, make_policy, policy_params)
 
 
 @dataclasses.dataclass(frozen=True)

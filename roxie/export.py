@@ -13,21 +13,24 @@ to train:
                library_name, tags and the evaluation return as model-index
                metrics)
 
-The layout is one the Hugging Face hub serves as-is. Loading builds only the
-actor network from the agent's config (`roxie.networks`), never the recipe,
-its critics or optimisers.
+The layout is one the Hugging Face hub serves as-is. Loading builds the
+recipe's functions from the agent's config and uses only its policy's
+`apply`: no critic, optimiser or agent state is initialised.
 
-How an agent says what its policy is: every recipe module defines
+How an agent says what its policy is: its recipe's `policy` field,
 
-  policy_params(state) -> nested dict of arrays   # what acting needs
-  make_policy(config, spec) -> apply(params, obs) -> action
+  Recipe.policy = roxie.types.Policy(
+      params=(state) -> nested dict of arrays,   # what acting needs
+      apply=(params, obs) -> action)
 
 where `apply` is the deterministic action `act(state, obs, key,
 explore=False)` takes, for observations [..., O] (normalised inside `apply`
-where the recipe normalises them). An agent without them cannot be exported
-(`policy_hooks` says which to add). `export_run` checks the exported policy
-against the recipe's own `act` on random observations and refuses to write a
-bundle that disagrees.
+where the recipe normalises them). A recipe without one exports through its
+module's older pair of functions, `policy_params(state)` and
+`make_policy(config, spec) -> apply`, if it defines them; without either it
+cannot be exported (`policy_hooks` says what to add). `export_run` checks
+the exported policy against the recipe's own `act` on random observations
+and refuses to write a bundle that disagrees.
 """
 
 from __future__ import annotations
@@ -162,22 +165,53 @@ def np_nonfinite(obs, limit: int = 5) -> str:
 _HOOKS = ('policy_params', 'make_policy')
 
 
-def policy_hooks(agent: str, module: types.ModuleType
-                 ) -> Tuple[Callable[[Any], Any], Callable[..., Callable]]:
-  """An agent module's (policy_params, make_policy), or a BundleError."""
+def policy_hooks(agent: str, module: types.ModuleType, recipe: Any,
+                 config: Any, spec: Any):
+  """The policy an agent exports: `recipe.policy`, else its module's hooks.
+
+  Args:
+    agent: the agent's name (for messages).
+    module: the agent's module (`roxie.agents.get_agent(agent)`).
+    recipe: the `Recipe` its factory built for `config` and `spec`.
+    config: the agent's config.
+    spec: the env spec.
+
+  Returns:
+    A `roxie.types.Policy`: `recipe.policy` where the recipe has one, else
+    one made of the module-level `policy_params` and
+    `make_policy(config, spec)`.
+
+  Raises:
+    BundleError: neither, or a `policy` whose parts are not functions.
+  """
+  from roxie.types import Policy as RecipePolicy  # pylint: disable=g-import-not-at-top
+  where = getattr(module, '__file__', None) or module.__name__
+  policy = getattr(recipe, 'policy', None)
+  if policy is not None:
+    if not (isinstance(policy, RecipePolicy) and callable(policy.params)
+            and callable(policy.apply)):
+      raise BundleError(
+          f'Agent {agent!r} ({where}): its Recipe.policy must be a '
+          'roxie.types.Policy(params=function, apply=function), got '
+          f'{policy!r}.')
+    return policy
   missing = [n for n in _HOOKS if not callable(getattr(module, n, None))]
   if missing:
-    where = getattr(module, '__file__', None) or module.__name__
     raise BundleError(
-        f'Agent {agent!r} ({where}) does not define '
-        f'{" and ".join(missing)}, so its policy cannot be exported. Add two '
-        'module-level functions next to its make():\n'
-        '  policy_params(state) -> dict of arrays (what acting needs, e.g. '
+        f'Agent {agent!r} ({where}): its recipe has no policy, and its module '
+        f'does not define {" and ".join(missing)}, so its policy cannot be '
+        'exported. Set the Recipe\'s policy field in its factory:\n'
+        '  Recipe(..., policy=roxie.types.Policy(params=..., apply=...))\n'
+        'with\n'
+        '  params(state) -> dict of arrays (what acting needs, e.g. '
         "{'actor': state.actor})\n"
-        '  make_policy(config, spec) -> apply(params, obs) -> action (the '
-        'deterministic action act(state, obs, key, explore=False) takes, '
-        'observations normalised inside apply where the agent normalises)')
-  return module.policy_params, module.make_policy
+        '  apply(params, obs) -> action (the deterministic action '
+        'act(state, obs, key, explore=False) takes, observations normalised '
+        'inside apply where the agent normalises)\n'
+        '(or define the older module-level pair policy_params(state) and '
+        'make_policy(config, spec) -> apply).')
+  return RecipePolicy(params=module.policy_params,
+                      apply=module.make_policy(config, spec))
 
 
 def _flatten(tree: Mapping[str, Any], prefix: str = '') -> Dict[str, Any]:
@@ -373,7 +407,14 @@ def load_policy(path_or_name: str) -> Policy:
     raise BundleError(f'{folder}: cannot rebuild the agent config '
                       f'({e}).') from e
   spec = _spec_from_dict(meta['env_spec'])
-  _, make_policy = policy_hooks(meta['agent'], module)
+  try:
+    # Builds functions only (networks are haiku transforms; nothing is
+    # initialised): the policy's `apply` is all that runs.
+    recipe = module.make(cfg, spec)
+  except (KeyError, ValueError, TypeError) as e:
+    raise BundleError(f'{folder}: cannot build the {meta["agent"]} recipe '
+                      f'for its config and env spec ({e}).') from e
+  apply = policy_hooks(meta['agent'], module, recipe, cfg, spec).apply
   params_path = os.path.join(folder, PARAMS_FILE)
   try:
     with np.load(params_path) as data:
@@ -394,7 +435,7 @@ def load_policy(path_or_name: str) -> Policy:
       name=meta.get('name') or os.path.basename(os.path.normpath(folder)),
       agent=meta['agent'], task=meta['task'], spec=spec, config=cfg,
       env_options=env_options, metadata=meta,
-      params=params, apply=make_policy(cfg, spec))
+      params=params, apply=apply)
   _check_policy(policy, folder)
   return policy
 
@@ -449,16 +490,17 @@ def policy_from_run(run_dir: str, *, check: bool = True) -> Policy:
 
   from roxie import agents  # pylint: disable=g-import-not-at-top
   meta, module, cfg, spec, recipe, state = _trained_state(run_dir)
-  policy_params, make_policy = policy_hooks(meta['agent'], module)
-  params = jax.tree.map(np.asarray, policy_params(state))
+  hooks = policy_hooks(meta['agent'], module, recipe, cfg, spec)
+  params = jax.tree.map(np.asarray, hooks.params(state))
   if not isinstance(params, Mapping):
-    raise BundleError(f'{meta["agent"]}.policy_params must return a dict.')
+    raise BundleError(f'{meta["agent"]}: its policy\'s params(state) must '
+                      'return a dict.')
   policy = Policy(
       name=f'{meta["task"]}-{agents.short_name(meta["agent"])}',
       agent=meta['agent'],
       task=meta['task'], spec=spec, config=cfg,
       env_options=dict(meta.get('env_options') or {}), metadata={},
-      params=params, apply=make_policy(cfg, spec))
+      params=params, apply=hooks.apply)
   _check_policy(policy, run_dir)
   if check:
     key = jax.random.PRNGKey(1)
@@ -470,8 +512,9 @@ def policy_from_run(run_dir: str, *, check: bool = True) -> Policy:
     if not err <= _PARITY_ATOL:
       raise BundleError(
           f'The exported {meta["agent"]} policy differs from the recipe\'s '
-          f'act(explore=False) by up to {err:.3g}: its policy_params/'
-          f'make_policy no longer match the recipe.')
+          f'act(explore=False) by up to {err:.3g}: its policy (Recipe.policy, '
+          f'or the module\'s policy_params/make_policy) no longer matches '
+          f'the recipe.')
   return policy
 
 

@@ -111,6 +111,29 @@ class ReplaySpec(NamedTuple):
   discount: float  # Per-step gamma.
 
 
+class Policy(NamedTuple):
+  """The deterministic policy a recipe exports: what acting needs, and how.
+
+  params(agent_state) -> nested dict of arrays
+      The part of the agent state that acting needs (e.g. {'actor': ...},
+      plus observation statistics where the recipe normalises): nothing of
+      critics or optimisers. Keys are strings without ':'.
+  apply(params, obs [..., O]) -> action [..., A] in [-1, 1]
+      Pure and jittable; the action `act(agent_state, obs, key,
+      explore=False)` takes, for `params = params(agent_state)`. From pixels
+      `obs` is the dict observation.
+
+  A recipe builds it in `make` (from the same networks as `act`), so
+  `roxie export`, `roxie.load_policy`, `roxie play` and `roxie eval --policy`
+  need nothing but the recipe; `roxie.loops.check_recipe` and export check
+  that `apply` agrees with `act`. Not to be confused with
+  `roxie.export.Policy`, a loaded bundle: these functions with the trained
+  parameters bound.
+  """
+  params: Callable[[AgentState], Mapping[str, Any]]
+  apply: Callable[[Params, Any], Array]
+
+
 class Recipe(NamedTuple):
   """An agent, as data: pure functions plus what the loop must know.
 
@@ -126,6 +149,8 @@ class Recipe(NamedTuple):
       the loop calls update `updates_per_iteration` times per iteration.
       On-policy: `data` is a whole `Rollout`; epochs and minibatches happen
       inside update.
+  policy: the deterministic policy to export (see `Policy`), or None for a
+      recipe that cannot be exported.
   """
   name: str
   config: Any
@@ -138,6 +163,7 @@ class Recipe(NamedTuple):
   updates_per_iteration: int = 1  # Gradient steps per collected chunk (off-policy).
   steps_per_iteration: int = 1  # Env steps per env per chunk (off-policy).
   warmup_steps: int = 0  # Env steps (all envs together) of uniform random actions first.
+  policy: Optional[Policy] = None  # What export, play and eval act with.
 
 
 def check_spec(built_for: EnvSpec, given: EnvSpec) -> None:

@@ -35,19 +35,20 @@ def test_new_agent_example_runs_in_the_compiled_loop():
   assert int(out.stats.completed) == 2 * 40 // 20  # 2 envs x 40 steps
 
 
-def test_new_agent_example_policy_hooks_match_its_act():
+def test_new_agent_example_policy_matches_its_act():
   from roxie import export  # pylint: disable=g-import-not-at-top
   module = _load()
   spec = envs.make('PendulumSwingup', num_envs=1, nthread=1).spec
   recipe = module.make(spec)
   state = recipe.init(jax.random.PRNGKey(0), spec)
-  policy_params, make_policy = export.policy_hooks('twin_ddpg', module)
-  apply = make_policy(None, spec)
+  # Export reads the recipe's own policy.
+  policy = export.policy_hooks('twin_ddpg', module, recipe, None, spec)
+  assert policy is recipe.policy
   obs = np.random.default_rng(0).normal(size=(3, spec.obs_size))
   expected, _ = recipe.act(state, obs, jax.random.PRNGKey(1), explore=False)
-  got = apply(policy_params(state), obs)
+  got = policy.apply(policy.params(state), obs)
   np.testing.assert_allclose(got, expected, atol=1e-6)
-  assert list(policy_params(state)) == ['actor']
+  assert list(policy.params(state)) == ['actor']
 
 
 def test_redq_example_trains_in_the_compiled_loop_with_its_ensemble():

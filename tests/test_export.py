@@ -15,6 +15,7 @@ from roxie import config as config_lib
 from roxie import envs
 from roxie import export
 from roxie import run as run_lib
+from roxie import types as roxie_types
 
 TINY = {'warmup_steps': 100, 'batch_size': 32, 'hidden_sizes': (16, 16),
         'action_repeat': 2}
@@ -167,17 +168,18 @@ def test_bad_bundles_fail_clearly(tiny_run, bundle, tmp_path):
 
 @pytest.mark.parametrize('agent', agents.AGENTS)
 def test_every_agent_exports_a_policy_matching_its_act(agent, tmp_path):
-  """Each recipe's own policy_params/make_policy agree with its act."""
+  """Each recipe's own policy (Recipe.policy) agrees with its act."""
   module = agents.get_agent(agent)
-  # The recipe defines the hooks itself (export has no stand-ins).
-  assert export.policy_hooks(agent, module) == (module.policy_params,
-                                                module.make_policy)
   fields = {f for f in module.Config.__dataclass_fields__}
   overrides = {k: v for k, v in dict(TINY, hidden_sizes=(8,)).items()
                if k in fields}
   cfg = config_lib.apply_overrides(module.Config(), overrides)
   spec = envs.make('PendulumSwingup', num_envs=1, nthread=1).spec
   recipe = module.make(cfg, spec)
+  # The recipe carries its policy itself (export has no stand-ins).
+  assert isinstance(recipe.policy, roxie_types.Policy)
+  assert export.policy_hooks(agent, module, recipe, cfg,
+                             spec) is recipe.policy
   state = recipe.init(jax.random.PRNGKey(3), spec)
   # A state whose outputs are not all ~0 (fresh heads start tiny), and for
   # PPO observation statistics that are not the identity.
@@ -211,41 +213,103 @@ def test_every_agent_exports_a_policy_matching_its_act(agent, tmp_path):
   assert n_policy < sum(np.size(x) for x in jax.tree.leaves(state)) / 2
 
 
-def test_an_agent_without_hooks_gets_told_what_to_add(tmp_path, monkeypatch,
-                                                     capsys):
+def _save_run(run_dir, agent, cfg, state):
+  """A run folder holding `state` as `agent`'s trained state (no training)."""
+  run_dir.mkdir()
+  (run_dir / 'config.json').write_text(json.dumps(
+      {'agent': agent, 'task': 'PendulumSwingup', 'backend': 'cpu',
+       'num_envs': 1, 'steps': 0, 'seed': 0, 'env_options': {},
+       'config': config_lib.to_dict(cfg)}))
+  run_lib.save_agent_state(str(run_dir / run_lib.STATE_FILE), state)
+
+
+def _sac_as(monkeypatch, **attrs):
+  """SAC under another module (`roxie.agents.get_agent` returns it)."""
+  import types  # pylint: disable=g-import-not-at-top
+  sac = agents.get_agent('sac')
+  module = types.ModuleType('sac')
+  module.Config = sac.Config
+  for name, value in attrs.items():
+    setattr(module, name, value)
+  monkeypatch.setattr(agents, 'get_agent', lambda name: module)
+  cfg = config_lib.apply_overrides(sac.Config(), {'hidden_sizes': (8,)})
+  spec = envs.make('PendulumSwingup', num_envs=1, nthread=1).spec
+  return sac, cfg, spec
+
+
+def test_an_agent_without_a_policy_gets_told_what_to_add(tmp_path,
+                                                         monkeypatch, capsys):
   import types  # pylint: disable=g-import-not-at-top
   module = types.ModuleType('my_agent')
   module.make = lambda config, spec: None
+  recipe = roxie_types.Recipe(name='my_agent', config=None, init=None,
+                              act=None, update=None, on_policy=False)
   with pytest.raises(export.BundleError) as err:
-    export.policy_hooks('my_agent', module)
+    export.policy_hooks('my_agent', module, recipe, None, None)
   message = str(err.value)
   assert "'my_agent'" in message
+  assert 'policy=roxie.types.Policy(params=..., apply=...)' in message
   assert 'policy_params(state)' in message
   assert 'make_policy(config, spec)' in message
   module.policy_params = lambda state: {'actor': state}
   with pytest.raises(export.BundleError, match='does not define make_policy,'):
-    export.policy_hooks('my_agent', module)
+    export.policy_hooks('my_agent', module, recipe, None, None)
+  with pytest.raises(export.BundleError, match='must be a roxie.types.Policy'):
+    export.policy_hooks('my_agent', module,
+                        recipe._replace(policy=(len, len)), None, None)
   # Through `roxie export`: a run of such an agent fails with that message.
-  sac = agents.get_agent('sac')
-  hookless = types.ModuleType('sac')
-  for name in ('Config', 'make'):
-    setattr(hookless, name, getattr(sac, name))
-  monkeypatch.setattr(agents, 'get_agent', lambda name: hookless)
-  cfg = config_lib.apply_overrides(sac.Config(), {'hidden_sizes': (8,)})
-  spec = envs.make('PendulumSwingup', num_envs=1, nthread=1).spec
+  sac, cfg, spec = _sac_as(monkeypatch, make=lambda config, spec: sac.make(
+      config, spec)._replace(policy=None))
   state = sac.make(cfg, spec).init(jax.random.PRNGKey(0), spec)
-  run_dir = tmp_path / 'run'
-  run_dir.mkdir()
-  (run_dir / 'config.json').write_text(json.dumps(
-      {'agent': 'sac', 'task': 'PendulumSwingup', 'backend': 'cpu',
-       'num_envs': 1, 'steps': 0, 'seed': 0, 'env_options': {},
-       'config': config_lib.to_dict(cfg)}))
-  run_lib.save_agent_state(str(run_dir / run_lib.STATE_FILE), state)
-  code, _, err = _run(capsys, 'export', '--run', str(run_dir), '--to',
-                      str(tmp_path / 'bundle'))
+  _save_run(tmp_path / 'run', 'sac', cfg, state)
+  code, _, err = _run(capsys, 'export', '--run', str(tmp_path / 'run'),
+                      '--to', str(tmp_path / 'bundle'))
   assert code == 2
   assert 'does not define policy_params and make_policy' in err, err
+  assert 'Recipe(..., policy=roxie.types.Policy' in err, err
   assert not (tmp_path / 'bundle').exists()
+
+
+def test_an_agent_with_only_module_hooks_still_exports(tmp_path, monkeypatch):
+  """The older convention: no Recipe.policy, module-level hooks."""
+  sac = agents.get_agent('sac')
+  sac, cfg, spec = _sac_as(
+      monkeypatch, make=lambda config, spec: sac.make(config, spec)._replace(
+          policy=None),
+      policy_params=sac.policy_params, make_policy=sac.make_policy)
+  state = sac.make(cfg, spec).init(jax.random.PRNGKey(0), spec)
+  _save_run(tmp_path / 'run', 'sac', cfg, state)
+  meta = export.export_run(str(tmp_path / 'run'), str(tmp_path / 'bundle'),
+                           eval_episodes=1)
+  assert meta['agent'] == 'sac'
+  with np.load(tmp_path / 'bundle' / 'policy.npz') as data:
+    assert data.files and all(n.startswith('actor:') for n in data.files)
+  policy = export.load_policy(str(tmp_path / 'bundle'))
+  obs = np.random.default_rng(0).normal(size=(3, spec.obs_size))
+  expected, _ = sac.make(cfg, spec).act(state, obs, jax.random.PRNGKey(0),
+                                        explore=False)
+  np.testing.assert_allclose(policy(obs), expected, atol=1e-6)
+
+
+def test_export_refuses_a_policy_that_disagrees_with_act(tmp_path,
+                                                         monkeypatch):
+  def make(config, spec):
+    recipe = sac.make(config, spec)
+    halved = lambda params, obs: 0.5 * recipe.policy.apply(params, obs)
+    return recipe._replace(policy=recipe.policy._replace(apply=halved))
+
+  sac = agents.get_agent('sac')
+  sac, cfg, spec = _sac_as(monkeypatch, make=make)
+  state = sac.make(cfg, spec).init(jax.random.PRNGKey(0), spec)
+  _save_run(tmp_path / 'run', 'sac', cfg, state)
+  with pytest.raises(export.BundleError,
+                     match=r"act\(explore=False\) by up to .*Recipe.policy"):
+    export.export_run(str(tmp_path / 'run'), str(tmp_path / 'bundle'))
+  assert not (tmp_path / 'bundle').exists()
+  # check_recipe refuses it before training, too.
+  from roxie import loops  # pylint: disable=g-import-not-at-top
+  with pytest.raises(loops.RecipeError, match='differs from act'):
+    loops.check_recipe(make(cfg, spec), spec)
 
 
 @pytest.mark.parametrize('name', export.shipped_policies())

@@ -1,6 +1,7 @@
 """Scanned collectors, evaluation and the compiled training loop."""
 
 from roxie.loops.check import RecipeError
+from roxie.loops.check import check_policy
 from roxie.loops.check import check_recipe
 from roxie.loops.collect import EpisodeStats
 from roxie.loops.collect import Step
@@ -25,6 +26,7 @@ __all__ = (
     'LoopState',
     'RecipeError',
     'Step',
+    'check_policy',
     'check_recipe',
     'env_steps_per_iteration',
     'make_compiled_loop',

@@ -6,7 +6,10 @@ while the whole training program is traced or compiled, deep inside
 the user's functions. Here each function runs once, outside `jit`, on a
 small batch shaped from the env spec (abstract arrays by default, zeros with
 `eager=True`), and a failure is re-raised as a `RecipeError` naming the
-function and what it was given.
+function and what it was given. A recipe's exported policy
+(`Recipe.policy`) is compared with its `act(explore=False)` on random
+observations, so a policy that acts otherwise than the recipe is refused
+before anything is trained.
 """
 
 from __future__ import annotations
@@ -17,7 +20,12 @@ import jax
 import jax.numpy as jnp
 
 from roxie.loops.compiled import check_settings
-from roxie.types import EnvSpec, Recipe, Rollout, Transition
+from roxie.types import EnvSpec, Policy, Recipe, Rollout, Transition
+
+# How far `Recipe.policy` may be from `act(explore=False)` (float32 rounding
+# of the same network, computed in two programs); roxie.export uses the same.
+POLICY_ATOL = 1e-5
+_POLICY_OBS = 8  # Random observations the policy is compared on.
 
 
 class RecipeError(ValueError):
@@ -96,6 +104,90 @@ def _data(recipe: Recipe, agent: Any, spec: EnvSpec, num_envs: int, key):
   return rollout, f'Rollout [{t}, {b}]'
 
 
+def _random_observations(spec: EnvSpec, n: int, key) -> Any:
+  """n random observations of `spec`: N(0, 3^2) floats, uniform uint8 images."""
+  if spec.obs_shapes is None:
+    return 3. * jax.random.normal(key, (n, spec.obs_size))
+  out = {}
+  for name, shape, dtype in spec.obs_shapes:
+    key, k = jax.random.split(key)
+    shape = (n,) + tuple(shape)
+    if jnp.issubdtype(jnp.dtype(dtype), jnp.integer):
+      out[name] = jax.random.randint(k, shape, 0, 256).astype(dtype)
+    else:
+      out[name] = 3. * jax.random.normal(k, shape, dtype)
+  return out
+
+
+def check_policy(recipe: Recipe, spec: EnvSpec, *, seed: int = 0,
+                 eager: bool = False) -> None:
+  """Checks that `recipe.policy` takes the action `act(explore=False)` takes.
+
+  At a freshly initialised agent state and on random observations (the
+  export compares them again on the trained state), `policy.apply(
+  policy.params(state), obs)` must equal `act(state, obs, key,
+  explore=False)` within `POLICY_ATOL`. Runs as one small jitted program
+  (init, act and the policy; op by op with `eager=True`). A recipe without a
+  policy passes.
+
+  Args:
+    recipe: the recipe.
+    spec: the env spec it is built for.
+    seed: PRNG seed of the state, the observations and act's key.
+    eager: compute op by op instead of compiling.
+
+  Raises:
+    RecipeError: the policy is not a `roxie.types.Policy`, one of its
+      functions fails, or its actions differ from act's.
+  """
+  policy = recipe.policy
+  if policy is None:
+    return
+  if not (isinstance(policy, Policy) and callable(policy.params)
+          and callable(policy.apply)):
+    raise RecipeError(
+        f'{recipe.name}: Recipe.policy must be a roxie.types.Policy(params='
+        f'function, apply=function), got {type(policy).__name__}.')
+  n = _POLICY_OBS
+
+  def both(key):
+    k_init, k_obs, k_act = jax.random.split(key, 3)
+    agent = _call(recipe, 'init(key, env_spec)', recipe.init, k_init, spec)
+    obs = _random_observations(spec, n, k_obs)
+    expected, _ = _call(recipe, f'act(agent_state, obs [{n}, ...], key, '
+                        'explore=False)', recipe.act, agent, obs, k_act,
+                        explore=False)
+    params = _call(recipe, 'policy.params(agent_state)', policy.params, agent)
+    if not isinstance(params, Mapping):
+      raise RecipeError(
+          f'{recipe.name}: policy.params(agent_state) must return a dict of '
+          f'arrays (what acting needs), got {type(params).__name__}.')
+    got = _call(recipe, f'policy.apply(params, obs [{n}, ...])', policy.apply,
+                params, obs)
+    if tuple(jnp.shape(got)) != tuple(jnp.shape(expected)):
+      raise RecipeError(
+          f'{recipe.name}: policy.apply gave actions of shape '
+          f'{tuple(jnp.shape(got))}, but act(explore=False) gives '
+          f'{tuple(jnp.shape(expected))}.')
+    return expected, got
+
+  run = both if eager else jax.jit(both)
+  expected, got = jax.device_get(run(jax.random.PRNGKey(seed)))
+  diff = abs(expected.astype('float64') - got.astype('float64'))
+  err = float(diff.max())
+  if not err <= POLICY_ATOL:  # NaN fails too.
+    i = int(diff.max(axis=-1).argmax()) if err == err else 0
+    raise RecipeError(
+        f'{recipe.name}: the exported policy, policy.apply(policy.params('
+        f'agent_state), obs), differs from act(agent_state, obs, key, '
+        f'explore=False) by up to {err:.3g} (tolerance {POLICY_ATOL:g}) on '
+        f'random observations; e.g. observation {i}: policy '
+        f'{[round(float(x), 4) for x in got[i]]}, act '
+        f'{[round(float(x), 4) for x in expected[i]]}. '
+        'Recipe.policy must take the action act takes without exploration '
+        '(same networks, parameters and observation normalisation).')
+
+
 def check_recipe(recipe: Recipe, spec: EnvSpec, *,
                  num_envs: Optional[int] = None, seed: int = 0,
                  eager: bool = False) -> None:
@@ -110,7 +202,9 @@ def check_recipe(recipe: Recipe, spec: EnvSpec, *,
   By default the functions run abstractly (`jax.eval_shape`: the recipe's
   Python runs once on abstract arrays of the right shapes and nothing is
   compiled or computed, ~1 s); this also catches what only fails under
-  `jit` (Python branching on array values). `eager=True` runs them on
+  `jit` (Python branching on array values). A recipe with a `policy` is
+  then checked by `check_policy`, which computes (one small compiled
+  program). `eager=True` runs them on
   arrays of zeros instead, op by op (a SAC update takes ~25 s that way on a
   2-core CPU, each operation compiled on its own), e.g. to step into them
   with a debugger.
@@ -127,7 +221,8 @@ def check_recipe(recipe: Recipe, spec: EnvSpec, *,
     ValueError: the recipe's loop settings cannot run (as
       `make_compiled_loop` would say).
     RecipeError (a ValueError): a function failed or returned a wrong shape
-      or structure.
+      or structure, or the recipe's policy acts otherwise than its
+      act(explore=False).
   """
   check_settings(recipe)
   if num_envs is None:
@@ -154,3 +249,4 @@ def check_recipe(recipe: Recipe, spec: EnvSpec, *,
     run_once()
   else:
     jax.eval_shape(run_once)
+  check_policy(recipe, spec, seed=seed, eager=eager)

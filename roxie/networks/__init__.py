@@ -41,7 +41,10 @@ from roxie.networks.pixels import POOLINGS
 from roxie.networks.pixels import RESOLUTION_AGNOSTIC_POOLINGS
 from roxie.networks.pixels import SharedEncoder
 from roxie.networks.pixels import spatial_softmax
+from roxie.networks.normalization import BatchRenorm
+from roxie.networks.normalization import BatchRenormMLP
 from roxie.networks.policies import deterministic_actor
+from roxie.networks.policies import deterministic_policy
 from roxie.networks.policies import deterministic_policy_params
 from roxie.networks.policies import make_deterministic_policy
 from roxie.networks.torsos import check_last_axis
@@ -50,11 +53,14 @@ from roxie.networks.torsos import MLP
 from roxie.networks.torsos import small_init
 
 __all__ = (
+    'BatchRenorm',
+    'BatchRenormMLP',
     'CategoricalCritic',
     'CategoricalQ',
     'check_last_axis',
     'check_pooling',
     'deterministic_actor',
+    'deterministic_policy',
     'deterministic_policy_params',
     'DeterministicActor',
     'DeterministicActorOutput',

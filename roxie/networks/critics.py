@@ -6,13 +6,14 @@ on one leading ensemble axis (see `torsos.ensemble`), so the two critics of
 TD3/SAC/TD4 are one module, one set of stacked arrays and one forward pass.
 """
 
-from typing import Callable, NamedTuple, Optional, Sequence
+from typing import Any, Callable, Mapping, NamedTuple, Optional, Sequence
 
 import chex
 import haiku as hk
 import jax
 import jax.numpy as jnp
 
+from roxie.networks import normalization
 from roxie.networks import torsos
 
 Array = chex.Array
@@ -47,8 +48,21 @@ class CategoricalQ(NamedTuple):
     return self.probs() @ self.atoms
 
 
+def _check_training_flag(batch_renorm, is_training, where: str) -> None:
+  if batch_renorm is not None and not isinstance(is_training, bool):
+    raise ValueError(
+        f'{where}: a batch-renormalised critic needs is_training=True (batch '
+        'statistics, updating the running ones) or False (running '
+        f'statistics), got {is_training!r}.')
+
+
 class QCritic(hk.Module):
-  """An MLP Q-function: (obs [..., O], action [..., A]) -> [...]."""
+  """An MLP Q-function: (obs [..., O], action [..., A]) -> [...].
+
+  With `batch_renorm` the torso is `normalization.BatchRenormMLP` (as
+  CrossQ's critic), which holds running statistics: build it inside
+  `hk.transform_with_state` and say `is_training` at every call.
+  """
 
   def __init__(self,
                *,
@@ -58,31 +72,51 @@ class QCritic(hk.Module):
                obs_size: Optional[int] = None,
                action_size: Optional[int] = None,
                output_init_scale: float = 1e-4,
+               batch_renorm: Optional[Mapping[str, Any]] = None,
                name: Optional[str] = None):
     """Builds the critic.
 
     Args:
       hidden_sizes: widths of the torso's layers.
       activation: the torso's nonlinearity.
-      layer_norm: whether the torso uses LayerNorm.
+      layer_norm: whether the torso uses LayerNorm (not with batch_renorm).
       obs_size: if given, observations must have this size (checked).
       action_size: if given, actions must have this size (checked).
       output_init_scale: variance scale of the output layer's initialiser.
+      batch_renorm: None for the plain MLP torso; else the keyword arguments
+        of every `normalization.BatchRenorm` of a batch-renormalised torso
+        ({} for the defaults).
       name: module name.
     """
     super().__init__(name=name)
     self._obs_size = obs_size
     self._action_size = action_size
-    self._torso = torsos.MLP(hidden_sizes, activation=activation,
-                             layer_norm=layer_norm, name='torso')
+    self._batch_renorm = batch_renorm
+    if batch_renorm is None:
+      self._torso = torsos.MLP(hidden_sizes, activation=activation,
+                               layer_norm=layer_norm, name='torso')
+    else:
+      if layer_norm:
+        raise ValueError('QCritic: choose layer_norm or batch_renorm, not '
+                         'both.')
+      self._torso = normalization.BatchRenormMLP(
+          hidden_sizes, activation=activation, name='torso', **batch_renorm)
     self._head = hk.Linear(1, w_init=torsos.small_init(output_init_scale),
                            name='head')
 
-  def __call__(self, obs: Array, action: Array) -> Array:
-    """Returns Q(obs, action), shaped like the shared batch axes."""
+  def __call__(self, obs: Array, action: Array,
+               is_training: Optional[bool] = None) -> Array:
+    """Returns Q(obs, action), shaped like the shared batch axes.
+
+    `is_training` (a Python bool) is required with batch_renorm and ignored
+    without.
+    """
     x = _critic_input(obs, action, self._obs_size, self._action_size,
                       self.module_name)
-    return jnp.squeeze(self._head(self._torso(x)), axis=-1)
+    if self._batch_renorm is None:
+      return jnp.squeeze(self._head(self._torso(x)), axis=-1)
+    _check_training_flag(self._batch_renorm, is_training, self.module_name)
+    return jnp.squeeze(self._head(self._torso(x, is_training)), axis=-1)
 
 
 class TwinQCritic(hk.Module):
@@ -92,6 +126,10 @@ class TwinQCritic(hk.Module):
   Actor-Critic Methods", Fujimoto et al., 2018,
   https://arxiv.org/abs/1802.09477): (obs [..., O], action [..., A]) ->
   [num_critics, ...].
+
+  With `batch_renorm` every member is batch-renormalised (see `QCritic`),
+  each with its own running statistics stacked on the ensemble axis of the
+  haiku state: build it inside `hk.transform_with_state`.
   """
 
   def __init__(self,
@@ -103,27 +141,39 @@ class TwinQCritic(hk.Module):
                obs_size: Optional[int] = None,
                action_size: Optional[int] = None,
                output_init_scale: float = 1e-4,
+               batch_renorm: Optional[Mapping[str, Any]] = None,
                name: Optional[str] = None):
     """Builds the critics; arguments as `QCritic`'s, plus `num_critics`."""
     super().__init__(name=name)
     self._obs_size = obs_size
     self._action_size = action_size
+    self._batch_renorm = batch_renorm
 
-    def member(obs, action):
+    def member(obs, action, is_training=None):
       return QCritic(hidden_sizes=hidden_sizes, activation=activation,
                      layer_norm=layer_norm,
                      output_init_scale=output_init_scale,
-                     name='q_critic')(obs, action)
+                     batch_renorm=batch_renorm,
+                     name='q_critic')(obs, action, is_training)
 
     # Built once, so that repeated calls share the parameters.
-    self._critics = torsos.ensemble(member, size=num_critics)
+    self._critics = torsos.ensemble(member, size=num_critics,
+                                    stateful=batch_renorm is not None)
 
-  def __call__(self, obs: Array, action: Array) -> Array:
-    """Returns [num_critics, ...] Q-values, one row per critic."""
+  def __call__(self, obs: Array, action: Array,
+               is_training: Optional[bool] = None) -> Array:
+    """Returns [num_critics, ...] Q-values, one row per critic.
+
+    `is_training` (a Python bool) is required with batch_renorm and ignored
+    without.
+    """
     # Check here so that errors name this module, not the inner one.
     _critic_input(obs, action, self._obs_size, self._action_size,
                   self.module_name)
-    return self._critics(obs, action)
+    if self._batch_renorm is None:
+      return self._critics(obs, action)
+    _check_training_flag(self._batch_renorm, is_training, self.module_name)
+    return self._critics(obs, action, is_training)
 
 
 class CategoricalCritic(hk.Module):

@@ -1,10 +1,10 @@
-"""The deterministic actor and its export hooks, shared by DDPG-style recipes.
+"""The deterministic actor and its exported policy, shared by DDPG-style recipes.
 
 DDPG, TD3, D4PG and TD4 act with the same network: a `DeterministicActor`
 on the flat observation, or, from pixels, on the features of the encoder
 their critic owns (`encoded_critic`). Their states all hold `actor` and
-`critic` parameters, so one pair of export hooks serves the four:
-`policy_params(state)` and `make_policy(config, spec)` (see roxie.export).
+`critic` parameters, so one `roxie.types.Policy` serves the four:
+`deterministic_policy(config, spec)`, which their `Recipe.policy` holds.
 """
 
 from typing import Any, Callable, Dict
@@ -13,6 +13,7 @@ import haiku as hk
 
 from roxie.networks import actors
 from roxie.networks import pixels
+from roxie.types import Policy
 
 
 def deterministic_actor(config: Any, spec: Any) -> hk.Transformed:
@@ -46,3 +47,19 @@ def make_deterministic_policy(config: Any, spec: Any) -> Callable:
   encoder = pixels.observation_encoder(config, spec)
   return lambda params, obs: actor.apply(
       params['actor'], pixels.policy_input(encoder, params, obs)).action
+
+
+def deterministic_policy(config: Any, spec: Any) -> Policy:
+  """The `Recipe.policy` of a recipe whose state holds `actor` and `critic`.
+
+  Args:
+    config: the recipe's config (hidden_sizes, layer_norm, and the pixel
+      fields from pixels).
+    spec: the env spec the recipe is built for.
+
+  Returns:
+    `Policy(params=deterministic_policy_params,
+    apply=make_deterministic_policy(config, spec))`.
+  """
+  return Policy(params=deterministic_policy_params,
+                apply=make_deterministic_policy(config, spec))

@@ -102,7 +102,8 @@ class MLP(hk.Module):
 def ensemble(member_fn: Callable[..., chex.ArrayTree],
              *,
              size: int,
-             name: str = 'ensemble') -> Callable[..., chex.ArrayTree]:
+             name: str = 'ensemble',
+             stateful: bool = False) -> Callable[..., chex.ArrayTree]:
   """Turns a network function into an ensemble with independent parameters.
 
   Must be called inside a haiku transform (or a module's constructor). Every
@@ -117,11 +118,20 @@ def ensemble(member_fn: Callable[..., chex.ArrayTree],
   (e.g. on current and next observations): every call shares the same
   parameters, because the member keys are drawn here, once.
 
+  With `stateful=True` the members may hold haiku state (e.g. the running
+  statistics of `normalization.BatchRenorm`): each member's state is stacked
+  like its parameters, the ensemble must be built inside
+  `hk.transform_with_state`, and each call's new member states become the
+  outer state (not while initialising, so the initial state is the members'
+  initial state). Non-array arguments (e.g. an `is_training` flag) reach
+  the members unchanged.
+
   Args:
     member_fn: a function of arrays that builds haiku modules and returns a
       pytree of arrays; it must not use randomness when applied.
     size: number of members.
-    name: name prefix of the stacked parameters.
+    name: name prefix of the stacked parameters (and state).
+    stateful: whether the members hold state.
 
   Returns:
     A function with member_fn's arguments whose outputs have a leading [size]
@@ -129,9 +139,11 @@ def ensemble(member_fn: Callable[..., chex.ArrayTree],
   """
   if size < 1:
     raise ValueError(f'An ensemble needs at least one member, got {size}.')
-  member = hk.transform(member_fn)
   # Keys are only needed (and only available) while initialising.
   keys = hk.next_rng_keys(size) if hk.running_init() else None
+  if stateful:
+    return _StatefulEnsemble(member_fn, keys, name)
+  member = hk.transform(member_fn)
 
   def init_members(member_keys, *args):
     # Inputs enter through a closure so that vmap maps only the keys.
@@ -146,3 +158,35 @@ def ensemble(member_fn: Callable[..., chex.ArrayTree],
     return jax.vmap(lambda p: member.apply(p, None, *args))(params)
 
   return apply_all
+
+
+class _StatefulEnsemble(hk.Module):
+  """`ensemble` for members that hold haiku state (see its docstring).
+
+  The lifted init and its state updater are made inside `__call__`, so both
+  name the state by this module's scope, and each call gets its own updater
+  (haiku allows one update per updater).
+  """
+
+  def __init__(self, member_fn, keys, name):
+    super().__init__(name=name)
+    self._member = hk.transform_with_state(member_fn)
+    self._keys = keys
+
+  def __call__(self, *args):
+    member = self._member
+
+    def init_members(member_keys):
+      # Inputs enter through a closure so that vmap maps only the keys.
+      return jax.vmap(lambda key: member.init(key, *args))(member_keys)
+
+    init_all, updater = hk.transparent_lift_with_state(init_members,
+                                                       allow_reuse=True)
+    params, state = init_all(self._keys)
+    out, new_state = jax.vmap(
+        lambda p, s: member.apply(p, s, None, *args))(params, state)
+    if hk.running_init():  # The initial state is the members' initial state.
+      updater.ignore_update()
+    else:
+      updater.update(new_state)
+    return out
