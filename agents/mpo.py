@@ -289,10 +289,15 @@ def make(config: Config, spec: EnvSpec) -> Recipe:
       e_step = losses.mpo_e_step(q_i, duals.log_temperature,
                                  epsilon=c.epsilon)
       weights, loss = e_step.weights, e_step.temperature_loss
-      if c.action_penalty_epsilon > 0:
+      pen_eps = c.action_penalty_epsilon
+      if isinstance(pen_eps, jax.core.Tracer) or pen_eps > 0:
         e_pen = losses.mpo_e_step(p_i, duals.log_penalty_temperature,
-                                  epsilon=c.action_penalty_epsilon)
-        weights, loss = weights + e_pen.weights, loss + e_pen.temperature_loss
+                                  epsilon=pen_eps)
+        # Traced (one per member of a population), a member with 0 adds
+        # nothing, as if the penalty were off.
+        on = pen_eps > 0
+        weights = weights + jnp.where(on, e_pen.weights, 0.)
+        loss = loss + jnp.where(on, e_pen.temperature_loss, 0.)
       m_step = losses.mpo_m_step(
           m, s, tm, ts, a_i, weights, duals.log_alpha_mean,
           duals.log_alpha_std, epsilon_mean=c.epsilon_mean,

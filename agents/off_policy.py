@@ -168,7 +168,10 @@ def categorical_critic_kwargs(config: CategoricalConfig,
   horizon = 1. / (1. - config.discount)
   v_min = config.v_min if config.v_min is not None else -0.05 * horizon
   v_max = config.v_max if config.v_max is not None else 1.2 * horizon
-  if not v_min < v_max:
+  # Traced (per member of a population, from a swept discount or bound),
+  # the order was checked when each member's config was built on the host.
+  ordered = v_min < v_max
+  if not isinstance(ordered, jax.core.Tracer) and not ordered:
     raise ValueError(f'Need v_min < v_max, got {v_min} and {v_max}.')
   return dict(critic_kwargs(config, spec), v_min=v_min, v_max=v_max,
               num_atoms=config.num_atoms)
@@ -285,7 +288,10 @@ def make(config: Config, spec: EnvSpec, *, name: str,
     def actor_objective(params, critic_params):
       out = actor.apply(params, net.actor_input(critic_params, batch.obs))
       q_pi = actor_value(net.apply(critic_params, batch.obs, out.action))
-      pre_tanh = out.pre_tanh if saturation_weight > 0 else None
+      # A traced weight (one per member of a population) always adds the
+      # penalty; weighted by 0 it changes nothing.
+      pre_tanh = (out.pre_tanh if isinstance(saturation_weight, jax.core.Tracer)
+                  or saturation_weight > 0 else None)
       return jnp.mean(jax.vmap(lambda q, p: losses.dpg_actor_loss(
           q, p, saturation_weight=saturation_weight,
           threshold=saturation_threshold))(q_pi, pre_tanh))

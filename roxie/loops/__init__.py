@@ -16,7 +16,10 @@ from roxie.loops.evaluate import make_evaluator
 from roxie.loops.host import HostPhysicsInUse
 from roxie.loops.population import make_population_loop
 from roxie.loops.population import member
+from roxie.loops.population import member_config
+from roxie.loops.population import population_grid
 from roxie.loops.population import population_keys
+from roxie.loops.population import sweepable_fields
 
 __all__ = (
     'EpisodeStats',
@@ -34,6 +37,9 @@ __all__ = (
     'make_evaluator',
     'make_population_loop',
     'member',
+    'member_config',
+    'population_grid',
     'population_keys',
+    'sweepable_fields',
     'uniform_actions',
 )

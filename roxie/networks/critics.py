@@ -176,6 +176,19 @@ class TwinQCritic(hk.Module):
     return self._critics(obs, action, is_training)
 
 
+def _check_support(v_min, v_max, num_atoms: int) -> None:
+  """Raises unless v_min < v_max and num_atoms >= 2.
+
+  Traced bounds (one per member of a population, e.g. from a swept discount)
+  are not compared here; the members' configs were checked on the host.
+  """
+  ordered = v_min < v_max
+  if num_atoms < 2 or (not isinstance(ordered, jax.core.Tracer)
+                       and not ordered):
+    raise ValueError(f'Need v_min < v_max and num_atoms >= 2, got {v_min}, '
+                     f'{v_max}, {num_atoms}.')
+
+
 class CategoricalCritic(hk.Module):
   """An MLP distributional Q-function over fixed atoms, as in D4PG.
 
@@ -213,10 +226,8 @@ class CategoricalCritic(hk.Module):
       name: module name.
     """
     super().__init__(name=name)
-    if not v_min < v_max or num_atoms < 2:
-      raise ValueError(f'Need v_min < v_max and num_atoms >= 2, got {v_min}, '
-                       f'{v_max}, {num_atoms}.')
-    self._v_min, self._v_max = float(v_min), float(v_max)
+    _check_support(v_min, v_max, num_atoms)
+    self._v_min, self._v_max = v_min, v_max
     self._num_atoms = num_atoms
     self._obs_size = obs_size
     self._action_size = action_size
@@ -261,12 +272,10 @@ class TwinCategoricalCritic(hk.Module):
                name: Optional[str] = None):
     """Builds the critics: `CategoricalCritic`'s arguments + `num_critics`."""
     super().__init__(name=name)
-    if not v_min < v_max or num_atoms < 2:
-      raise ValueError(f'Need v_min < v_max and num_atoms >= 2, got {v_min}, '
-                       f'{v_max}, {num_atoms}.')
+    _check_support(v_min, v_max, num_atoms)
     self._obs_size = obs_size
     self._action_size = action_size
-    self._atoms = (float(v_min), float(v_max), num_atoms)
+    self._atoms = (v_min, v_max, num_atoms)
 
     def member(obs, action):
       return CategoricalCritic(
