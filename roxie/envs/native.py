@@ -100,6 +100,27 @@ class StaleStateError(RuntimeError):
   """An EnvState that is not the latest was handed to the native backend."""
 
 
+# Batches of at most this many envs step on one thread when no `nthread` is
+# given: measured (benchmarks/native_nthread.py, benchmarks/RESULTS.md), a
+# small batch's work is too little to split, and the pool's hand-offs cost
+# more than the second core gives back.
+SINGLE_THREAD_MAX_ENVS = 64
+
+
+def default_nthread(num_envs: int, cpus: Optional[int] = None) -> int:
+  """The simulation threads a batch of `num_envs` gets by default.
+
+  Args:
+    num_envs: the batch size.
+    cpus: the cores to use for larger batches; default `os.cpu_count()`.
+
+  Returns:
+    1 for batches of up to `SINGLE_THREAD_MAX_ENVS` envs, else `cpus`.
+  """
+  cpus = os.cpu_count() if cpus is None else cpus
+  return 1 if num_envs <= SINGLE_THREAD_MAX_ENVS else max(1, cpus)
+
+
 class NativePhysics(common.Physics):
   """A `mujoco.batch.Batch` of one model; see the module docstring."""
 
@@ -107,7 +128,7 @@ class NativePhysics(common.Physics):
                nthread: Optional[int] = None, callback: str = 'auto',
                extra_fields: Tuple[str, ...] = (), renderer=None,
                pixel_obs=None):
-    nthread = os.cpu_count() if nthread is None else int(nthread)
+    nthread = default_nthread(num_envs) if nthread is None else int(nthread)
     self.batch = mujoco.batch.Batch(model, num_envs, nthread, persistent=True)
     self.model, self.task = model, task
     self.num_envs = num_envs

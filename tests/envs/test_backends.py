@@ -295,3 +295,21 @@ def test_termination_matches_across_backends():
   _, (ts_m, _, _) = _rollout_fn(mjx)(jax.random.key(2), actions)
   np.testing.assert_array_equal(ts_c.terminated, ts_m.terminated)
   np.testing.assert_allclose(ts_c.obs, ts_m.obs, atol=2e-3)
+
+
+def test_native_thread_count_follows_the_batch_size():
+  # Small batches (the training default of 16) step on one thread, larger
+  # ones on every core; an explicit nthread always wins.
+  from roxie.envs import native  # pylint: disable=g-import-not-at-top
+  limit = native.SINGLE_THREAD_MAX_ENVS
+  assert native.default_nthread(1, cpus=8) == 1
+  assert native.default_nthread(limit, cpus=8) == 1
+  assert native.default_nthread(limit + 1, cpus=8) == 8
+  assert native.default_nthread(limit + 1, cpus=1) == 1
+  small = envs.make('PendulumSwingup', backend='cpu', num_envs=16)
+  assert small.physics.batch.nthread == 1
+  large = envs.make('PendulumSwingup', backend='cpu', num_envs=limit + 1)
+  assert large.physics.batch.nthread == native.default_nthread(limit + 1)
+  forced = envs.make('PendulumSwingup', backend='cpu', num_envs=16,
+                     nthread=2)
+  assert forced.physics.batch.nthread == 2
