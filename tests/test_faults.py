@@ -450,9 +450,9 @@ def test_a_damaged_latest_checkpoint_points_to_the_older_one(run_copy):
 def test_ctrl_c_while_building_stops_the_run(tmp_path, capsys, monkeypatch):
   real = run_lib._check_buildable  # pylint: disable=protected-access
 
-  def interrupted_while_building(meta):
+  def interrupted_while_building(*args):
     os.kill(os.getpid(), signal.SIGINT)  # As a Ctrl-C during the build.
-    return real(meta)
+    return real(*args)
   monkeypatch.setattr(run_lib.programs, '_check_buildable',
                       interrupted_while_building)
   out = tmp_path / 'run'

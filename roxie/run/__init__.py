@@ -7,9 +7,11 @@ loop. `resume(run_dir)` continues a run from its latest checkpoint.
 
 A run directory:
 
-  config.json        what defines the run: agent, task, backend, num_envs,
-                     seed, env options, the agent's config, total steps,
-                     eval_every, eval_episodes, iterations_per_call
+  config.json        what defines the run, a `RunConfig`: agent, task,
+                     backend, num_envs, seed, env options, the agent's
+                     config, total steps, eval_every, eval_episodes,
+                     iterations_per_call (`RunConfig.from_json` reads it,
+                     `load_run_config` loads and checks a run's)
   metrics.csv        one row per evaluation, appended
   agent_state.npz    the agent state of the latest checkpoint (leaves only;
                      kept for tools that read just the policy)
@@ -104,7 +106,9 @@ somewhere it may be swallowed (an XLA garbage-collector callback).
 """
 
 
-# Every name callers import from `roxie.run` (the package was one module).
+# The modules, lowest first (docs/ARCHITECTURE.md): errors, files, config,
+# signals, logging, health, programs, schedules, checkpoints, trainer.
+# Every name callers imported when roxie.run was one module is here.
 # pylint: disable=unused-import,g-bad-import-order
 from roxie.run.errors import (
     RunError,
@@ -135,9 +139,10 @@ from roxie.run.config import (
     _agent_name,
     resolve_config,
     load_run,
-    _META_TYPES,
-    _META_OPTIONAL_TYPES,
-    _parse_run,
+    RunConfig,
+    as_run_config,
+    load_run_config,
+    new_run_config,
     _with_num_envs,
     run_differences,
     _action_repeat,
@@ -162,6 +167,9 @@ from roxie.run.schedules import (
     check_resolution_schedule,
     schedule_stage,
     stage_meta,
+    stage_at,
+    at_stage,
+    trained_run,
     check_schedule_pooling,
     _checkpoint_stage,
     trained_env_options,
@@ -172,6 +180,7 @@ from roxie.run.signals import (
     _signal_name,
     _early_signals,
     set_early_signals,
+    StopRequest,
     _StopRequest,
 )
 from roxie.run.logging import (
@@ -182,6 +191,7 @@ from roxie.run.logging import (
     check_tensorboard,
     _TensorBoard,
     _warn,
+    Logger,
 )
 from roxie.run.health import (
     _is_float,
@@ -192,12 +202,13 @@ from roxie.run.health import (
     _host_errors,
     HEALTH_COLUMNS,
     _health,
-    _health_text,
 )
 from roxie.run.programs import (
+    Programs,
     _Programs,
-    _PROGRAMS,
-    _PROGRAMS_MAX,
+    ProgramCache,
+    DEFAULT_PROGRAMS,
+    build_programs,
     _programs,
     _check_buildable,
 )

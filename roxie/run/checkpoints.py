@@ -8,7 +8,6 @@ a checkpoint belongs to the run that loads it.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 from typing import Any, Dict, List, Mapping, Optional
 
@@ -19,10 +18,10 @@ import numpy as np
 from roxie import checkpoint as ckpt_lib
 from roxie import config as config_lib
 from roxie import distributed
-from roxie.run.config import AGENT_ONLY, _agent_module, _run_identity
+from roxie.run.config import AGENT_ONLY, RunConfig, as_run_config
 from roxie.run.files import METRICS_FILE, STATE_FILE, load_agent_state, save_agent_state
 from roxie.run.health import _count_inexact, _nonfinite_message, nonfinite_leaves
-from roxie.run.programs import _Programs
+from roxie.run.programs import Programs
 
 
 @dataclasses.dataclass
@@ -56,7 +55,7 @@ class _Runner:
                   if f.name in d})
 
 
-def _items(progs: _Programs, state, runner_key, save_replay: bool):
+def _items(progs: Programs, state, runner_key, save_replay: bool):
   """The checkpoint items of a LoopState (host physics read now)."""
   loop_item = {'state': state._replace(agent=(), replay=()),
                'runner_key': runner_key}
@@ -66,7 +65,7 @@ def _items(progs: _Programs, state, runner_key, save_replay: bool):
   return {'agent': state.agent, 'loop': loop_item, 'replay': replay}
 
 
-def _templates(progs: _Programs, seed_key):
+def _templates(progs: Programs, seed_key):
   """Shapes and dtypes of the checkpoint items (traced, nothing runs)."""
   shapes = jax.eval_shape(progs.init, seed_key)
   loop_item = {'state': shapes._replace(agent=(), replay=()),
@@ -81,12 +80,22 @@ def _templates(progs: _Programs, seed_key):
   return templates, shapes
 
 
-def _check_identity(path: str, saved: Mapping[str, Any],
-                    meta: Mapping[str, Any]) -> None:
-  """Names what differs between the run a checkpoint was written for and this."""
+def _check_identity(path: str, saved: Optional[Mapping[str, Any]],
+                    run: Any) -> None:
+  """Names what differs between the run a checkpoint was written for and this.
+
+  Args:
+    path: the checkpoint.
+    saved: the `RunConfig.identity()` it recorded (JSON; None: none).
+    run: this run's RunConfig (or config.json's object).
+
+  Raises:
+    roxie.checkpoint.CheckpointError: they differ, naming each difference.
+  """
   if not saved:
     return
-  here = json.loads(json.dumps(_run_identity(meta)))
+  run = as_run_config(run)
+  here = run.identity()
   diffs = []
   for k in ('agent', 'task', 'backend', 'num_envs', 'seed', 'env_options',
             'resolution_schedule'):
@@ -95,7 +104,7 @@ def _check_identity(path: str, saved: Mapping[str, Any],
   if not diffs and saved.get('config') != here.get('config'):
     a, b = saved.get('config') or {}, here.get('config') or {}
     try:  # A field added since (e.g. encoder_pooling) has its default.
-      defaults = config_lib.to_dict(_agent_module(meta['agent']).Config())
+      defaults = config_lib.to_dict(run.agent_module().Config())
     except (KeyError, TypeError, ValueError):
       defaults = {}
     for k in sorted(set(a) | set(b)):
@@ -109,11 +118,10 @@ def _check_identity(path: str, saved: Mapping[str, Any],
         + ', '.join(diffs) + '.')
 
 
-def _load_checkpoint(path: str, progs: _Programs, meta: Mapping[str, Any],
-                     seed_key):
+def _load_checkpoint(path: str, progs: Programs, run: RunConfig, seed_key):
   """(LoopState on device, runner key, _Runner, replay restored?) from path."""
   doc = ckpt_lib.read_meta(path)
-  _check_identity(path, (doc.get('meta') or {}).get('run'), meta)
+  _check_identity(path, (doc.get('meta') or {}).get('run'), run)
   templates, shapes = _templates(progs, seed_key)
   items, doc = ckpt_lib.restore(path, templates, optional=('replay',))
   try:
@@ -137,13 +145,29 @@ def _load_checkpoint(path: str, progs: _Programs, meta: Mapping[str, Any],
   return state, jnp.asarray(loop_item['runner_key']), runner, replay_restored
 
 
-def _save_checkpoint(out, progs, state, key, runner: _Runner, meta, csv_log,
-                     *, wall: float, save_replay: bool, keep: int) -> None:
+def _save_checkpoint(out: str, progs: Programs, state, key, runner: _Runner,
+                     run: Any, csv_log, *, wall: float, save_replay: bool,
+                     keep: int) -> None:
+  """Writes a checkpoint of `state` at runner.env_steps, and agent_state.npz.
+
+  Args:
+    out: the run directory.
+    progs: the run's programs (their env holds the host physics).
+    state: the LoopState.
+    key: the runner's evaluation key.
+    runner: the runner's counters (its csv and wall fields are set here).
+    run: the RunConfig (or config.json's object).
+    csv_log: the metrics.csv writer (its text is stored with the items).
+    wall: seconds trained so far.
+    save_replay: whether the replay is an item.
+    keep: how many checkpoints to keep.
+  """
+  run = as_run_config(run)
   jax.block_until_ready(state)  # Host physics is read after the program ran.
   saved = dataclasses.replace(runner, csv_rows=csv_log.rows,
                               csv_columns=csv_log.columns, wall_time=wall)
-  agent_only = meta.get('checkpoint_contents') == AGENT_ONLY
-  ckpt_meta = {'run': json.loads(json.dumps(_run_identity(meta))),
+  agent_only = run.agent_only
+  ckpt_meta = {'run': run.identity(),
                'runner': saved.to_json(),
                'replay_saved': bool(save_replay and not agent_only
                                     and not progs.recipe.on_policy)}

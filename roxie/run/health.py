@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING, Dict, List
+from typing import Any, Dict, List
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from roxie.run.errors import TrainingFault
-
-if TYPE_CHECKING:
-  from roxie.run.checkpoints import _Runner  # pylint: disable=g-bad-import-order
 
 
 def _is_float(x) -> bool:
@@ -76,16 +73,7 @@ def _host_errors():
 HEALTH_COLUMNS = ('clipped_actions', 'diverged_envs', 'nonfinite_params')
 
 
-def _health(runner: _Runner, nonfinite: int) -> Dict[str, int]:
+def _health(runner: Any, nonfinite: int) -> Dict[str, int]:
+  """The health columns of a row, from the runner's (`_Runner`) counts."""
   return {'clipped_actions': runner.clipped, 'diverged_envs': runner.diverged,
           'nonfinite_params': nonfinite}
-
-
-def _health_text(runner: _Runner) -> str:
-  """What the progress line adds when actions were clipped or physics diverged."""
-  parts = []
-  if runner.clipped:
-    parts.append(f'clipped_actions={runner.clipped}')
-  if runner.diverged:
-    parts.append(f'diverged_envs={runner.diverged}')
-  return (' ' + ' '.join(parts)) if parts else ''

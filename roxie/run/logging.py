@@ -13,9 +13,20 @@ import os
 import shutil
 import sys
 import time
-from typing import Any, List, Mapping, Optional, Tuple
+from typing import Any, List, Mapping, Optional, Protocol, Tuple, runtime_checkable
 
 from roxie.run.errors import RunError
+
+
+@runtime_checkable
+class Logger(Protocol):
+  """Where a run's metrics rows go: metrics.csv, TensorBoard, the terminal."""
+
+  def write(self, row: Mapping[str, Any]) -> None:
+    """Takes one row: column -> value, 'env_steps' first."""
+
+  def close(self) -> None:
+    """Ends the log (flushes, closes files)."""
 
 
 def _short(n: float) -> str:
@@ -111,6 +122,15 @@ class _Progress:
     self.clear()
     if self.enabled:
       print(line, flush=True)
+
+  def write(self, row: Mapping[str, Any]) -> None:
+    """The line of an evaluation row (stdout, when enabled)."""
+    health = [f'{k}={row[k]}' for k in ('clipped_actions', 'diverged_envs')
+              if row.get(k)]
+    self.log(f'steps={row["env_steps"]} eval_return={row["eval_return"]:.1f} '
+             f'train_return={row["train_episode_return"]:.1f} '
+             f'sps={row["sps"]:,.0f} time={row["wall_time"]:.0f}s'
+             + (' ' + ' '.join(health) if health else ''))
 
   def close(self) -> None:
     self.clear()
@@ -216,6 +236,13 @@ class _MetricsCsv:
       f.flush()
       os.fsync(f.fileno())
     os.replace(tmp, self.path)
+
+  def write(self, row: Mapping[str, Any]) -> None:
+    """Appends a row (a `Logger`)."""
+    self.append(row)
+
+  def close(self) -> None:
+    """Nothing to do: each row is written when it comes."""
 
   def append(self, row: Mapping[str, Any]) -> None:
     if self.columns is None:

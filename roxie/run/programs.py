@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-import json
-from typing import Any, Dict, Mapping
+from typing import Any, Dict, Optional
 
 import jax
 
@@ -12,12 +11,13 @@ from roxie import config as config_lib
 from roxie import distributed
 from roxie import envs
 from roxie import loops
-from roxie.run.config import RUN_FIELDS, _action_repeat, _agent_module, env_kwargs
+from roxie.run.config import RunConfig, as_run_config
 from roxie.run.errors import RunError
 
 
 @dataclasses.dataclass
-class _Programs:
+class Programs:
+  """A run's envs, recipe and programs (see `build_programs`)."""
   env: Any
   eval_env: Any
   recipe: Any
@@ -43,58 +43,82 @@ class _Programs:
     return self.shorter[iterations]
 
 
-_PROGRAMS: Dict[str, _Programs] = {}
+_Programs = Programs  # The name before roxie.run became a package.
 
 
-_PROGRAMS_MAX = 4
-
-
-def _programs(meta: Mapping[str, Any]) -> _Programs:
-  """Envs, recipe and jitted programs of a run (cached per run settings).
-
-  The cache lets several runs with the same settings in one process (seeds,
-  a resume) share their compiled programs. A cached native env's host
-  physics is re-initialised by `init` or restored by `set_host_state`, so
-  nothing carries over between runs; runs sharing programs must not train
-  at the same time (they share host physics).
-  """
-  key = json.dumps({k: meta.get(k) for k in RUN_FIELDS + ('num_devices',)
-                    if k != 'seed'}, sort_keys=True, default=str)
-  cached = _PROGRAMS.get(key)
-  if cached is not None:
-    return cached
-  module = _agent_module(meta['agent'])
-  cfg = config_lib.from_dict(module.Config, meta['config'])
-  env_options = dict(meta.get('env_options') or {})
-  num_devices = int(meta.get('num_devices') or 1)
-  if num_devices > 1:  # Data-parallel: envs and replay split per device.
+def build_programs(run: RunConfig) -> Programs:
+  """Envs, recipe and jitted programs of a run (built, not compiled yet)."""
+  module = run.agent_module()
+  cfg = run.agent_config()
+  kwargs = run.env_kwargs()
+  if run.devices > 1:  # Data-parallel: envs and replay split per device.
     env = distributed.make_sharded_env(
-        meta['task'], mesh=distributed.make_mesh(num_devices),
-        backend=meta['backend'], num_envs=meta['num_envs'],
-        **env_kwargs(env_options))
+        run.task, mesh=distributed.make_mesh(run.devices),
+        backend=run.backend, num_envs=run.num_envs, **kwargs)
   else:
-    env = envs.make(meta['task'], backend=meta['backend'],
-                    num_envs=meta['num_envs'], **env_kwargs(env_options))
-  eval_env = envs.make(meta['task'], backend=meta['backend'],
-                       num_envs=meta['eval_episodes'],
-                       **env_kwargs(env_options))
+    env = envs.make(run.task, backend=run.backend, num_envs=run.num_envs,
+                    **kwargs)
+  eval_env = envs.make(run.task, backend=run.backend,
+                       num_envs=run.eval_episodes, **kwargs)
   recipe = module.make(cfg, env.spec)
-  iterations = int(meta['iterations_per_call'])
-  init, run = loops.make_compiled_loop(recipe, env, iterations=iterations)
+  iterations = int(run.iterations_per_call)
+  init, program = loops.make_compiled_loop(recipe, env, iterations=iterations)
   evaluate = loops.make_evaluator(recipe, eval_env)
-  progs = _Programs(env=env, eval_env=eval_env, recipe=recipe, init=init,
-                    run=run, evaluate=evaluate,
-                    per_iter=loops.env_steps_per_iteration(
-                        recipe, meta['num_envs']) * _action_repeat(env_options),
-                    iterations=iterations,
-                    host_physics=meta['backend'] == 'cpu')
-  while len(_PROGRAMS) >= _PROGRAMS_MAX:
-    _PROGRAMS.pop(next(iter(_PROGRAMS)))
-  _PROGRAMS[key] = progs
-  return progs
+  return Programs(env=env, eval_env=eval_env, recipe=recipe, init=init,
+                   run=program, evaluate=evaluate,
+                   per_iter=loops.env_steps_per_iteration(
+                       recipe, run.num_envs) * run.action_repeat,
+                   iterations=iterations, host_physics=run.backend == 'cpu')
 
 
-def _check_buildable(meta: Mapping[str, Any]) -> None:
+class ProgramCache:
+  """Built programs of runs, by their settings (all but the seed).
+
+  It lets several runs with the same settings in one process (seeds, a
+  resume) share their compiled programs. A cached native env's host physics
+  is re-initialised by `init` or restored by `set_host_state`, so nothing
+  carries over between runs; runs sharing programs must not train at the
+  same time (they share host physics). Whoever trains owns one: `train`
+  and `resume` take it as `programs` (default: `DEFAULT_PROGRAMS`, this
+  process's).
+  """
+
+  def __init__(self, max_size: int = 4):
+    self.max_size = int(max_size)
+    self._entries: Dict[str, Programs] = {}
+
+  def get(self, run: RunConfig) -> Programs:
+    """The programs of `run`, built on first use (oldest dropped when full)."""
+    key = run.program_key()
+    cached = self._entries.get(key)
+    if cached is not None:
+      return cached
+    progs = build_programs(run)
+    if self.max_size > 0:
+      while len(self._entries) >= self.max_size:
+        self._entries.pop(next(iter(self._entries)))
+      self._entries[key] = progs
+    return progs
+
+  def clear(self) -> None:
+    self._entries.clear()
+
+  def __len__(self) -> int:
+    return len(self._entries)
+
+
+# The cache of `train` and `resume` calls that pass none.
+DEFAULT_PROGRAMS = ProgramCache()
+
+
+def _programs(run: Any,
+              cache: Optional[ProgramCache] = None) -> Programs:
+  """`cache.get(run)` (default `DEFAULT_PROGRAMS`); run may be a dict."""
+  return (cache or DEFAULT_PROGRAMS).get(as_run_config(run))
+
+
+def _check_buildable(run: Any,
+                     cache: Optional[ProgramCache] = None) -> None:
   """Builds a run's envs and programs and traces its init (nothing runs).
 
   The combination of settings (replay size against envs and episode length,
@@ -106,7 +130,7 @@ def _check_buildable(meta: Mapping[str, Any]) -> None:
     RunError: the settings do not make a run, and why.
   """
   try:
-    progs = _programs(meta)
+    progs = _programs(run, cache)
     jax.eval_shape(progs.init, jax.random.PRNGKey(0))
   except (TypeError, ValueError, ZeroDivisionError) as e:
     if isinstance(e, (RunError, config_lib.ConfigError)):

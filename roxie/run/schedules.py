@@ -13,10 +13,11 @@ import numpy as np
 
 from roxie import checkpoint as ckpt_lib
 from roxie import distributed
+from roxie.run.config import RunConfig, as_run_config
 from roxie.run.errors import RunError
 
 if TYPE_CHECKING:
-  from roxie.run.programs import _Programs  # pylint: disable=g-bad-import-order
+  from roxie.run.programs import Programs  # pylint: disable=g-bad-import-order
 
 
 def _parse_size(text: str) -> Tuple[int, int]:
@@ -87,9 +88,12 @@ def check_resolution_schedule(schedule) -> List[List[int]]:
   return stages
 
 
-def schedule_stage(meta: Mapping[str, Any], env_steps: int) -> int:
+def stage_at(run: RunConfig, env_steps: int) -> int:
   """The stage of a run's resolution schedule at `env_steps` (0 without one)."""
-  stages = meta.get('resolution_schedule') or ()
+  return _stage_of(run.resolution_schedule or (), env_steps)
+
+
+def _stage_of(stages, env_steps: int) -> int:
   stage = 0
   for i, (start, _, _) in enumerate(stages):
     if int(env_steps) >= int(start):
@@ -97,8 +101,26 @@ def schedule_stage(meta: Mapping[str, Any], env_steps: int) -> int:
   return stage
 
 
+def at_stage(run: RunConfig, stage: int) -> RunConfig:
+  """The run with the frame size of a schedule stage (itself without one)."""
+  if not run.resolution_schedule:
+    return run
+  _, height, width = run.resolution_schedule[int(stage)]
+  return run.with_pixel_size(height, width)
+
+
+def schedule_stage(meta: Any, env_steps: int) -> int:
+  """`stage_at` of a RunConfig or of config.json's object (a dict)."""
+  if isinstance(meta, RunConfig):
+    return stage_at(meta, env_steps)
+  return _stage_of(meta.get('resolution_schedule') or (), env_steps)
+
+
 def stage_meta(meta: Mapping[str, Any], stage: int) -> Dict[str, Any]:
-  """The run's config with env_options['pixels'] of a schedule stage's size."""
+  """config.json's object with env_options['pixels'] of a stage's size.
+
+  The dict form of `at_stage`, for callers of the config.json object.
+  """
   out = dict(meta)
   stages = meta.get('resolution_schedule')
   if not stages:
@@ -127,16 +149,16 @@ def check_schedule_pooling(agent: str, cfg: Any) -> None:
       '(or --set encoder_pooling=spatial_softmax).')
 
 
-def _checkpoint_stage(path: str, meta: Mapping[str, Any]) -> int:
+def _checkpoint_stage(path: str, run: RunConfig) -> int:
   """The schedule stage of the state a checkpoint holds."""
   try:
     runner = (ckpt_lib.read_meta(path).get('meta') or {}).get('runner') or {}
   except ckpt_lib.CheckpointError:
     return 0  # _load_checkpoint reports it.
-  stages = meta.get('resolution_schedule') or ()
+  stages = run.resolution_schedule or ()
   stage = runner.get('stage')
   if stage is None:
-    stage = schedule_stage(meta, int(runner.get('env_steps') or 0))
+    stage = stage_at(run, int(runner.get('env_steps') or 0))
   if not 0 <= int(stage) < max(1, len(stages)):
     raise ckpt_lib.CheckpointError(
         f'Checkpoint {path} is at stage {stage} of a resolution schedule of '
@@ -144,19 +166,26 @@ def _checkpoint_stage(path: str, meta: Mapping[str, Any]) -> int:
   return int(stage)
 
 
-def trained_env_options(run_dir: str,
-                        meta: Mapping[str, Any]) -> Dict[str, Any]:
+def trained_env_options(run_dir: str, run: Any) -> Dict[str, Any]:
   """env_options of the resolution a run's latest checkpoint trained at.
 
   Without a resolution schedule, the run's env_options. With one, those of
   the stage recorded by the latest checkpoint (the final stage of a finished
   run), or the first stage if there is no checkpoint.
   """
-  if not meta.get('resolution_schedule'):
-    return dict(meta.get('env_options') or {})
+  return dict(trained_run(run_dir, run).env_options or {})
+
+
+def trained_run(run_dir: str, run: Any) -> RunConfig:
+  """The run at the resolution its latest checkpoint trained at.
+
+  See `trained_env_options`; `run` is a RunConfig or config.json's object.
+  """
+  run = as_run_config(run)
+  if not run.resolution_schedule:
+    return run
   path = ckpt_lib.latest(run_dir)
-  stage = _checkpoint_stage(path, meta) if path else 0
-  return dict(stage_meta(meta, stage).get('env_options') or {})
+  return at_stage(run, _checkpoint_stage(path, run) if path else 0)
 
 
 def _shape_differences(have: Any, want: Any, limit: int = 4) -> List[str]:
@@ -177,7 +206,7 @@ def _shape_differences(have: Any, want: Any, limit: int = 4) -> List[str]:
   return diffs
 
 
-def _switch_stage(state, old: _Programs, new: _Programs, seed_key,
+def _switch_stage(state, old: Programs, new: Programs, seed_key,
                   size: Tuple[int, int]):
   """The LoopState carried over to a new resolution's programs.
 

@@ -35,12 +35,12 @@ def set_early_signals(recorder) -> None:
   _early_signals = recorder
 
 
-class _StopRequest:
+class StopRequest:
   """SIGINT/SIGTERM handlers for a training loop (see `Interrupted`).
 
   The first signal only records itself: the loop checks `signum` between
   compiled calls. The second raises `Interrupted` wherever the main thread
-  is. Used as a context manager; restores the previous handlers on exit.
+  is. Used as a `with` block; restores the previous handlers on exit.
   Inactive (handlers untouched) off the main thread or when not `enabled`.
   """
 
@@ -76,6 +76,7 @@ class _StopRequest:
       early = _early_signals
       if early is not None and early.signum is not None:
         signum, early.signum = early.signum, None
+        self.__exit__(None, None, None)  # A `with` does not exit a failed enter.
         raise Interrupted(
             f'stopped by {_signal_name(signum)} before training started '
             '(no checkpoint was written). Resume with: roxie train --resume '
@@ -87,3 +88,6 @@ class _StopRequest:
       signal.signal(s, h)
     self._previous = {}
     return False
+
+
+_StopRequest = StopRequest  # The name before roxie.run became a package.
