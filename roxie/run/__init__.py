@@ -133,7 +133,6 @@ from roxie.run.files import (
 from roxie.run.config import (
     DEFAULT_TASK,
     _MAX_ITERATIONS_PER_CALL,
-    _METRIC_COLUMNS,
     RUN_FIELDS,
     _agent_module,
     _agent_name,
@@ -158,8 +157,6 @@ from roxie.run.config import (
     AGENT_ONLY,
     check_resumable,
     _check_positive,
-    _run_identity,
-    _resolution,
 )
 from roxie.run.schedules import (
     _parse_size,

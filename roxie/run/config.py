@@ -27,10 +27,6 @@ DEFAULT_TASK = 'CartpoleSwingup'
 _MAX_ITERATIONS_PER_CALL = 1000
 
 
-_METRIC_COLUMNS = ('env_steps', 'wall_time', 'eval_return', 'eval_return_std',
-                   'train_episode_return', 'sps')
-
-
 # config.json fields that define a run: a resume must not change them.
 RUN_FIELDS = ('agent', 'task', 'backend', 'num_envs', 'seed', 'env_options',
               'config', 'eval_every', 'eval_episodes', 'iterations_per_call')
@@ -382,10 +378,6 @@ def run_differences(run: Any, given: Mapping[str, Any]) -> List[str]:
   return diffs
 
 
-def _run_identity(run: Any) -> Dict[str, Any]:
-  return as_run_config(run).identity()
-
-
 def _action_repeat(env_options: Mapping[str, Any]) -> int:
   """Control steps per agent step under these env options."""
   return int(env_options.get('action_repeat', 1))
@@ -619,6 +611,3 @@ def _check_positive(**values) -> None:
     if value is not None and int(value) < 1:
       raise ValueError(f'{name} must be >= 1, got {value}.')
 
-
-def _resolution(run: Any) -> Optional[Tuple[int, int]]:
-  return as_run_config(run).resolution
