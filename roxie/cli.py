@@ -321,8 +321,8 @@ def _train_command(args: argparse.Namespace) -> int:
       return _fail('--out cannot be combined with --resume: a resumed run '
                    'stays in its own directory.')
     try:
-      meta, _, _ = run_lib.load_run(out)
-      diffs = run_lib.run_differences(meta, {
+      run, _, _ = run_lib.load_run_config(out)
+      diffs = run_lib.run_differences(run, {
           'agent': args.agent, 'task': args.task, 'backend': args.backend,
           'num_envs': args.num_envs, 'seed': args.seed,
           'eval_every': args.eval_every, 'eval_episodes': args.eval_episodes,
@@ -330,10 +330,10 @@ def _train_command(args: argparse.Namespace) -> int:
     except (FileNotFoundError, KeyError, ValueError) as e:
       return _fail(e.args[0] if isinstance(e, KeyError) else str(e))
     try:
-      run_lib.check_resumable(meta, out)
+      run_lib.check_resumable(run, out)
     except run_lib.RunError as e:
       return _fail(str(e))
-    saved_devices = int(meta.get('num_devices') or 1)
+    saved_devices = run.devices
     if args.num_devices and args.num_devices != saved_devices:
       diffs.append(f'num_devices: the run has {saved_devices}, asked for '
                    f'{args.num_devices}')
@@ -428,7 +428,7 @@ def _interrupted(e: KeyboardInterrupt, out: Optional[str]) -> int:
   # them over (while building or compiling), or in a multi-process job.
   hint = ''
   try:
-    run_lib.check_resumable(run_lib.load_run(out)[0], out)
+    run_lib.check_resumable(run_lib.load_run_config(out)[0], out)
     hint = f' Resume with: roxie train --resume {out}'
   except (FileNotFoundError, KeyError, TypeError, ValueError):
     pass  # Not a run (yet), or one that cannot be resumed.

@@ -444,17 +444,21 @@ def load_policy(path_or_name: str) -> Policy:
 
 
 def _trained_state(run_dir: str):
-  """(run meta, recipe module, Config, EnvSpec, recipe, agent state)."""
+  """(RunConfig, recipe module, Config, EnvSpec, recipe, agent state).
+
+  The RunConfig has the frame size the saved state trained at last (that of
+  its resolution schedule's stage, with one).
+  """
   import jax  # pylint: disable=g-import-not-at-top
   import numpy as np  # pylint: disable=g-import-not-at-top
   from roxie import envs  # pylint: disable=g-import-not-at-top
   from roxie import run as run_lib  # pylint: disable=g-import-not-at-top
 
-  meta, module, cfg = run_lib.load_run(run_dir)
+  run, module, cfg = run_lib.load_run_config(run_dir)
   # With a resolution schedule: the size the saved state trained at last.
-  meta = dict(meta, env_options=run_lib.trained_env_options(run_dir, meta))
-  env = envs.make(meta['task'], backend='cpu', num_envs=1, nthread=1,
-                  **run_lib.env_kwargs(meta.get('env_options')))
+  run = run_lib.trained_run(run_dir, run)
+  env = envs.make(run.task, backend='cpu', num_envs=1, nthread=1,
+                  **run.env_kwargs())
   spec = env.spec
   recipe = module.make(cfg, spec)
   # The same template evaluate_run builds: shapes only, nothing trained.
@@ -467,7 +471,7 @@ def _trained_state(run_dir: str):
   else:
     state = run_lib.load_agent_state(
         os.path.join(run_dir, run_lib.STATE_FILE), template)
-  return meta, module, cfg, spec, recipe, state
+  return run, module, cfg, spec, recipe, state
 
 
 def policy_from_run(run_dir: str, *, check: bool = True) -> Policy:
@@ -489,17 +493,17 @@ def policy_from_run(run_dir: str, *, check: bool = True) -> Policy:
   import numpy as np  # pylint: disable=g-import-not-at-top
 
   from roxie import agents  # pylint: disable=g-import-not-at-top
-  meta, module, cfg, spec, recipe, state = _trained_state(run_dir)
-  hooks = policy_hooks(meta['agent'], module, recipe, cfg, spec)
+  run, module, cfg, spec, recipe, state = _trained_state(run_dir)
+  hooks = policy_hooks(run.agent, module, recipe, cfg, spec)
   params = jax.tree.map(np.asarray, hooks.params(state))
   if not isinstance(params, Mapping):
-    raise BundleError(f'{meta["agent"]}: its policy\'s params(state) must '
+    raise BundleError(f'{run.agent}: its policy\'s params(state) must '
                       'return a dict.')
   policy = Policy(
-      name=f'{meta["task"]}-{agents.short_name(meta["agent"])}',
-      agent=meta['agent'],
-      task=meta['task'], spec=spec, config=cfg,
-      env_options=dict(meta.get('env_options') or {}), metadata={},
+      name=f'{run.task}-{agents.short_name(run.agent)}',
+      agent=run.agent,
+      task=run.task, spec=spec, config=cfg,
+      env_options=dict(run.env_options or {}), metadata={},
       params=params, apply=hooks.apply)
   _check_policy(policy, run_dir)
   if check:
@@ -511,7 +515,7 @@ def policy_from_run(run_dir: str, *, check: bool = True) -> Policy:
     err = float(np.max(np.abs(np.asarray(expected) - np.asarray(got))))
     if not err <= _PARITY_ATOL:
       raise BundleError(
-          f'The exported {meta["agent"]} policy differs from the recipe\'s '
+          f'The exported {run.agent} policy differs from the recipe\'s '
           f'act(explore=False) by up to {err:.3g}: its policy (Recipe.policy, '
           f'or the module\'s policy_params/make_policy) no longer matches '
           f'the recipe.')
@@ -551,11 +555,13 @@ def evaluate_policy(policy: Policy, *, episodes: int = 10,
 # -- writing -----------------------------------------------------------------
 
 
-def _training_summary(run_dir: str, meta: Mapping[str, Any]) -> Dict[str, Any]:
-  summary = {k: meta.get(k) for k in ('backend', 'num_envs', 'seed')}
-  summary['steps_configured'] = meta.get('steps')
-  if meta.get('resolution_schedule'):  # [[env steps, height, width], ...]
-    summary['resolution_schedule'] = meta['resolution_schedule']
+def _training_summary(run_dir: str, run) -> Dict[str, Any]:
+  """roxie.json's 'training': how the run (a RunConfig) was trained."""
+  summary = {'backend': run.backend, 'num_envs': run.num_envs,
+             'seed': run.seed, 'steps_configured': run.steps}
+  if run.resolution_schedule:  # [[env steps, height, width], ...]
+    summary['resolution_schedule'] = [list(stage)
+                                      for stage in run.resolution_schedule]
   path = os.path.join(run_dir, METRICS_FILE)
   if os.path.exists(path):
     with open(path, newline='') as f:
@@ -783,7 +789,7 @@ def export_run(run_dir: str, folder: str, *, name: Optional[str] = None,
   folder = os.path.normpath(folder)
   check_destination(run_dir, folder, overwrite=overwrite)
   policy = policy_from_run(run_dir)
-  run_meta, _, _ = run_lib.load_run(run_dir)
+  run, _, _ = run_lib.load_run_config(run_dir)
   flat = _flatten(policy.params)
   meta = {
       'format': BUNDLE_FORMAT, 'format_version': BUNDLE_VERSION,
@@ -795,7 +801,7 @@ def export_run(run_dir: str, folder: str, *, name: Optional[str] = None,
       'params': {'file': PARAMS_FILE, 'groups': sorted(policy.params),
                  'observation_statistics': 'obs_stats' in policy.params,
                  'num_parameters': int(sum(v.size for v in flat.values()))},
-      'training': _training_summary(run_dir, run_meta),
+      'training': _training_summary(run_dir, run),
   }
   parent = os.path.dirname(os.path.abspath(folder))
   os.makedirs(parent, exist_ok=True)

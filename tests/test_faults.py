@@ -387,7 +387,7 @@ def test_orbax_disk_errors_become_one_os_error(tmp_path, monkeypatch):
 def test_a_read_only_out_is_one_line(tmp_path, capsys, monkeypatch):
   def read_only(path, doc):
     raise OSError(errno.EROFS, os.strerror(errno.EROFS), path)
-  monkeypatch.setattr(run_lib, '_write_json', read_only)
+  monkeypatch.setattr(run_lib.files, '_write_json', read_only)
   code, _, err = _cli(capsys, 'train', *TINY, '--steps', STEPS, '--out',
                       tmp_path / 'run')
   assert code == cli.EXIT_FAULT
@@ -450,10 +450,11 @@ def test_a_damaged_latest_checkpoint_points_to_the_older_one(run_copy):
 def test_ctrl_c_while_building_stops_the_run(tmp_path, capsys, monkeypatch):
   real = run_lib._check_buildable  # pylint: disable=protected-access
 
-  def interrupted_while_building(meta):
+  def interrupted_while_building(*args):
     os.kill(os.getpid(), signal.SIGINT)  # As a Ctrl-C during the build.
-    return real(meta)
-  monkeypatch.setattr(run_lib, '_check_buildable', interrupted_while_building)
+    return real(*args)
+  monkeypatch.setattr(run_lib.programs, '_check_buildable',
+                      interrupted_while_building)
   out = tmp_path / 'run'
   code, stdout, err = _cli(capsys, 'train', *TINY, '--steps', STEPS, '--out',
                            out)
