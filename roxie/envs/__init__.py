@@ -24,6 +24,7 @@ import numpy as np
 
 from roxie.envs import common
 from roxie.envs.pixels import PixelSpec
+from roxie.envs.presets import DEFAULT_PHYSICS, PHYSICS_PRESETS
 from roxie.envs.task import Task
 from roxie.envs.tasks import TASKS, get_task
 
@@ -80,8 +81,8 @@ def _renderer(model, pixel_obs, backend: str):
 def make(task_name: Union[str, Task], *, backend: str = 'cpu', num_envs: int,
          episode_length: Optional[int] = None, nthread: Optional[int] = None,
          callback: Optional[str] = None, impl: str = 'jax',
-         action_repeat: int = 1, pixels: Optional[PixelSpec] = None
-         ) -> common.BatchedEnv:
+         action_repeat: int = 1, pixels: Optional[PixelSpec] = None,
+         physics: str = DEFAULT_PHYSICS) -> common.BatchedEnv:
   """A batch of `num_envs` environments of a registered task.
 
   Args:
@@ -105,13 +106,19 @@ def make(task_name: Union[str, Task], *, backend: str = 'cpu', num_envs: int,
       action repeat, `action_repeat` control steps each). Its `renderer`
       picks what draws the frames: 'host' (MuJoCo's OpenGL renderer, both
       backends), 'warp' (MJX's Warp renderer, backend 'mjx') or 'auto'.
+    physics: the solver preset, on either backend (`roxie.envs.presets`):
+      'dm_control' (default; the suite's own solver options) or 'playground'
+      (mujoco_playground's cheaper per-domain solver options, a documented
+      deviation from dm_control that changes returns; see
+      docs/PERFORMANCE.md). In a run's env_options as 'physics'.
 
   Returns:
     An Env (see `roxie.types.Env`): `spec`, `num_envs`, `reset`, `step`.
 
   Raises:
     KeyError: unknown task (the message lists the available ones).
-    ValueError: unknown backend, bad sizes, or options of the other backend.
+    ValueError: unknown backend or physics preset, bad sizes, or options of
+      the other backend.
     roxie.gl.RenderingUnavailable: `pixels` asks for images from the host
       renderer and no headless OpenGL works here (the message names the
       system packages).
@@ -133,7 +140,7 @@ def make(task_name: Union[str, Task], *, backend: str = 'cpu', num_envs: int,
     episode_length = task.episode_length
   if int(episode_length) < 1:
     raise ValueError(f'episode_length must be >= 1, got {episode_length}.')
-  model = common.prepare_model(task)
+  model = common.prepare_model(task, physics)
   consts = task.consts(model)
   spec = common.BatchedEnv.build_spec(task, model, consts, int(episode_length))
   pixel_obs = renderer = None
@@ -178,4 +185,4 @@ def make(task_name: Union[str, Task], *, backend: str = 'cpu', num_envs: int,
 
 
 __all__ = ['make', 'list_tasks', 'get_task', 'BACKENDS', 'NativeEnv',
-           'PixelSpec']
+           'PixelSpec', 'PHYSICS_PRESETS']

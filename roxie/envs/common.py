@@ -51,6 +51,7 @@ import jax.numpy as jnp
 import mujoco
 import numpy as np
 
+from roxie.envs.presets import apply_preset, check_preset
 from roxie.envs.task import Task, flatten_observation
 from roxie.types import EnvSpec, EnvState, TimeStep
 
@@ -64,7 +65,7 @@ EXTRAS = ('frames', 'final_frames', 'sensordata')
 MAX_STATE_VALUE = 1e10
 
 
-def prepare_model(task: Task) -> mujoco.MjModel:
+def prepare_model(task: Task, physics: str = 'dm_control') -> mujoco.MjModel:
   """The task's model as both backends simulate it.
 
   A copy of `task.load_model()` with `mjENBL_ENERGY` cleared unless the task
@@ -75,11 +76,15 @@ def prepare_model(task: Task) -> mujoco.MjModel:
 
   Args:
     task: the task.
+    physics: the solver preset (`roxie.envs.presets`): 'dm_control' keeps the
+      suite's options, 'playground' sets mujoco_playground's.
 
   Returns:
     A fresh `mujoco.MjModel`, owned by the caller.
   """
+  check_preset(physics)
   model = copy.copy(task.load_model())
+  apply_preset(model, task.domain, physics)
   if 'energy' not in task.fields:
     model.opt.enableflags &= ~int(mujoco.mjtEnableBit.mjENBL_ENERGY)
   return model
