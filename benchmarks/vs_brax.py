@@ -378,8 +378,9 @@ def main(argv=None):
   lines = [f'task {args.task}; return threshold {args.threshold:g}; '
            f'{args.evals} evaluations of {EVAL_EPISODES} episodes per run',
            f'roxie physics={args.physics}: ' + (
-               "mujoco_playground's solver options, MJX vs MJX at matched "
-               'physics' if args.physics == 'playground' else
+               "mujoco_playground's solver options, the physics Brax's MJX "
+               'runs (roxie/mjx vs brax/mjx: matched physics)'
+               if args.physics == 'playground' else
                "dm_control's solver options (Newton, 100 iterations), "
                "heavier than Brax's playground physics")]
   if available:
