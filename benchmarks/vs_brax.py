@@ -129,7 +129,8 @@ def _steady_sps(records):
 # ----------------------------------------------------------------------------
 
 def roxie_run(agent: str, backend: str, task: str, steps: int, num_evals: int,
-              settings: Dict[str, Any], seed: int = 0) -> Dict[str, Any]:
+              settings: Dict[str, Any], seed: int = 0,
+              physics: str = 'dm_control') -> Dict[str, Any]:
   import jax  # pylint: disable=g-import-not-at-top
   from roxie import envs, loops  # pylint: disable=g-import-not-at-top
   from roxie import config as config_lib  # pylint: disable=g-import-not-at-top
@@ -137,11 +138,13 @@ def roxie_run(agent: str, backend: str, task: str, steps: int, num_evals: int,
   t_start = time.perf_counter()
   module = agents.get_agent(agent)
   overrides = dict(settings)
-  env = envs.make(task, backend=backend, num_envs=settings['num_envs'])
+  env = envs.make(task, backend=backend, num_envs=settings['num_envs'],
+                  physics=physics)
   if agent == 'sac':
     overrides['target_entropy'] = -0.5 * env.spec.action_size
   cfg = config_lib.apply_overrides(module.Config(), overrides)
-  eval_env = envs.make(task, backend=backend, num_envs=EVAL_EPISODES)
+  eval_env = envs.make(task, backend=backend, num_envs=EVAL_EPISODES,
+                       physics=physics)
   recipe = module.make(cfg, env.spec)
   per_iter = loops.env_steps_per_iteration(recipe, cfg.num_envs)
   chunk = max(1, steps // max(1, num_evals - 1) // per_iter)
@@ -357,6 +360,10 @@ def main(argv=None):
   parser.add_argument('--no-brax', action='store_true')
   parser.add_argument('--quick', action='store_true',
                       help='short budgets, low threshold (timing, not learning)')
+  parser.add_argument('--physics', default='dm_control',
+                      choices=('dm_control', 'playground'),
+                      help="roxie's solver preset (roxie.envs.presets); "
+                      "'playground' matches Brax's MJX physics")
   parser.add_argument('--brax-worker', default=None, help=argparse.SUPPRESS)
   args = parser.parse_args(argv)
   if args.brax_worker is not None:
@@ -374,7 +381,13 @@ def main(argv=None):
   brax = BraxRunner(args.brax_python)
   available = (not args.no_brax) and brax.probe()
   lines = [f'task {args.task}; return threshold {args.threshold:g}; '
-           f'{args.evals} evaluations of {EVAL_EPISODES} episodes per run']
+           f'{args.evals} evaluations of {EVAL_EPISODES} episodes per run',
+           f'roxie physics={args.physics}: ' + (
+               "mujoco_playground's solver options, the physics Brax's MJX "
+               'runs (roxie/mjx vs brax/mjx: matched physics)'
+               if args.physics == 'playground' else
+               "dm_control's solver options (Newton, 100 iterations), "
+               "heavier than Brax's playground physics")]
   if available:
     lines.append(f'Brax: {brax.where}: {brax.versions}')
   else:
@@ -391,7 +404,7 @@ def main(argv=None):
       try:
         if who.startswith('roxie'):
           r = roxie_run(agent, who.split('/')[1], args.task, budgets[agent],
-                        args.evals, settings[agent])
+                        args.evals, settings[agent], physics=args.physics)
         else:
           r = brax.run(agent, args.task, budgets[agent], args.evals,
                        settings[agent])

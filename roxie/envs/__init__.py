@@ -24,6 +24,7 @@ import numpy as np
 
 from roxie.envs import common
 from roxie.envs.pixels import PixelSpec
+from roxie.envs.presets import DEFAULT_PHYSICS, PHYSICS_PRESETS
 from roxie.envs.task import Task
 from roxie.envs.tasks import TASKS, get_task
 
@@ -77,11 +78,80 @@ def _renderer(model, pixel_obs, backend: str):
   return pixels_lib.HostRenderer(model, pixel_obs)
 
 
+def _check_sizes(task: Task, num_envs, episode_length) -> Tuple[int, int]:
+  """(num_envs, episode_length) as ints, checked; the task's default length."""
+  # A float or bool num_envs is a mistake, not a request to round (2.7 would
+  # silently become 2).
+  if isinstance(num_envs, bool) or not isinstance(num_envs,
+                                                  numbers.Integral):
+    raise ValueError(f'num_envs must be an integer, got {num_envs!r}.')
+  num_envs = int(num_envs)
+  if num_envs < 1:
+    raise ValueError(f'num_envs must be >= 1, got {num_envs}.')
+  if episode_length is None:
+    episode_length = task.episode_length
+  if int(episode_length) < 1:
+    raise ValueError(f'episode_length must be >= 1, got {episode_length}.')
+  return num_envs, int(episode_length)
+
+
+def _pixel_setup(model, spec, pixels: PixelSpec, backend: str, num_envs: int,
+                 action_repeat: int):
+  """The spec, `PixelObs` and physics keyword arguments of pixel observations.
+
+  Args:
+    model: the task's prepared model.
+    spec: the state-vector EnvSpec.
+    pixels: the PixelSpec asked for.
+    backend: 'cpu' or 'mjx'.
+    num_envs: B.
+    action_repeat: control steps per agent decision.
+
+  Returns:
+    (EnvSpec with dict observations, PixelObs, {renderer, pixel_obs,
+    extra_fields} for the backend's physics).
+  """
+  if not isinstance(pixels, PixelSpec):
+    raise TypeError(f'pixels must be a roxie.envs.PixelSpec, got '
+                    f'{type(pixels).__name__}.')
+  from roxie.envs import pixels as pixels_lib  # pylint: disable=g-import-not-at-top
+  pixel_obs = pixels_lib.PixelObs.build(model, pixels, num_envs,
+                                        spec.obs_size, action_repeat)
+  spec = spec._replace(obs_size=pixel_obs.state_size,
+                       obs_names=spec.obs_names if pixels.state else (),
+                       obs_shapes=pixel_obs.obs_shapes(),
+                       frame_stack=int(pixels.frame_stack))
+  if backend == 'cpu' and pixels.renderer == 'warp':
+    raise ValueError("PixelSpec(renderer='warp') is MJX's renderer: use "
+                     "backend='mjx', or renderer='host' or 'auto'.")
+  renderer = _renderer(model, pixel_obs, backend) if pixels.renders else None
+  extra = dict(renderer=renderer, pixel_obs=pixel_obs,
+               extra_fields=('sensordata',) if pixels.sensors else ())
+  return spec, pixel_obs, extra
+
+
+def _physics(model, task: Task, backend: str, num_envs: int, *,
+             nthread: Optional[int], callback: Optional[str], impl: str,
+             extra):
+  """(the backend's Physics, the env class), refusing the other's options."""
+  if backend == 'cpu':
+    if impl != 'jax':
+      raise ValueError("impl is an MJX option; backend='cpu' takes nthread.")
+    from roxie.envs import native  # pylint: disable=g-import-not-at-top
+    return native.NativePhysics(model, task, num_envs, nthread,
+                                callback or 'auto', **extra), NativeEnv
+  if nthread is not None or callback is not None:
+    raise ValueError("nthread and callback are backend='cpu' options.")
+  from roxie.envs import mjx_backend  # pylint: disable=g-import-not-at-top
+  return (mjx_backend.MjxPhysics(model, task, num_envs, impl, **extra),
+          common.BatchedEnv)
+
+
 def make(task_name: Union[str, Task], *, backend: str = 'cpu', num_envs: int,
          episode_length: Optional[int] = None, nthread: Optional[int] = None,
          callback: Optional[str] = None, impl: str = 'jax',
-         action_repeat: int = 1, pixels: Optional[PixelSpec] = None
-         ) -> common.BatchedEnv:
+         action_repeat: int = 1, pixels: Optional[PixelSpec] = None,
+         physics: str = DEFAULT_PHYSICS) -> common.BatchedEnv:
   """A batch of `num_envs` environments of a registered task.
 
   Args:
@@ -106,13 +176,19 @@ def make(task_name: Union[str, Task], *, backend: str = 'cpu', num_envs: int,
       action repeat, `action_repeat` control steps each). Its `renderer`
       picks what draws the frames: 'host' (MuJoCo's OpenGL renderer, both
       backends), 'warp' (MJX's Warp renderer, backend 'mjx') or 'auto'.
+    physics: the solver preset, on either backend (`roxie.envs.presets`):
+      'dm_control' (default; the suite's own solver options) or 'playground'
+      (mujoco_playground's cheaper per-domain solver options, a documented
+      deviation from dm_control that changes returns; see
+      docs/PERFORMANCE.md). In a run's env_options as 'physics'.
 
   Returns:
     An Env (see `roxie.types.Env`): `spec`, `num_envs`, `reset`, `step`.
 
   Raises:
     KeyError: unknown task (the message lists the available ones).
-    ValueError: unknown backend, bad sizes, or options of the other backend.
+    ValueError: unknown backend or physics preset, bad sizes, or options of
+      the other backend.
     roxie.gl.RenderingUnavailable: `pixels` asks for images from the host
       renderer and no headless OpenGL works here (the message names the
       system packages).
@@ -122,54 +198,16 @@ def make(task_name: Union[str, Task], *, backend: str = 'cpu', num_envs: int,
   task = task_name if isinstance(task_name, Task) else get_task(task_name)
   if backend not in BACKENDS:
     raise ValueError(f'Unknown backend {backend!r}; choose one of {BACKENDS}.')
-  # A float or bool num_envs is a mistake, not a request to round (2.7 would
-  # silently become 2).
-  if isinstance(num_envs, bool) or not isinstance(num_envs,
-                                                  numbers.Integral):
-    raise ValueError(f'num_envs must be an integer, got {num_envs!r}.')
-  num_envs = int(num_envs)
-  if num_envs < 1:
-    raise ValueError(f'num_envs must be >= 1, got {num_envs}.')
-  if episode_length is None:
-    episode_length = task.episode_length
-  if int(episode_length) < 1:
-    raise ValueError(f'episode_length must be >= 1, got {episode_length}.')
-  model = common.prepare_model(task)
+  num_envs, episode_length = _check_sizes(task, num_envs, episode_length)
+  model = common.prepare_model(task, physics)
   consts = task.consts(model)
-  spec = common.BatchedEnv.build_spec(task, model, consts, int(episode_length))
-  pixel_obs = renderer = None
-  extra = {}
+  spec = common.BatchedEnv.build_spec(task, model, consts, episode_length)
+  pixel_obs, extra = None, {}
   if pixels is not None:
-    if not isinstance(pixels, PixelSpec):
-      raise TypeError(f'pixels must be a roxie.envs.PixelSpec, got '
-                      f'{type(pixels).__name__}.')
-    from roxie.envs import pixels as pixels_lib  # pylint: disable=g-import-not-at-top
-    pixel_obs = pixels_lib.PixelObs.build(model, pixels, num_envs,
-                                          spec.obs_size, int(action_repeat))
-    spec = spec._replace(obs_size=pixel_obs.state_size,
-                         obs_names=spec.obs_names if pixels.state else (),
-                         obs_shapes=pixel_obs.obs_shapes(),
-                         frame_stack=int(pixels.frame_stack))
-    if backend == 'cpu' and pixels.renderer == 'warp':
-      raise ValueError("PixelSpec(renderer='warp') is MJX's renderer: use "
-                       "backend='mjx', or renderer='host' or 'auto'.")
-    if pixels.renders:
-      renderer = _renderer(model, pixel_obs, backend)
-    extra = dict(renderer=renderer, pixel_obs=pixel_obs,
-                 extra_fields=('sensordata',) if pixels.sensors else ())
-  if backend == 'cpu':
-    if impl != 'jax':
-      raise ValueError("impl is an MJX option; backend='cpu' takes nthread.")
-    from roxie.envs import native  # pylint: disable=g-import-not-at-top
-    physics = native.NativePhysics(model, task, num_envs, nthread,
-                                   callback or 'auto', **extra)
-    cls = NativeEnv
-  else:
-    if nthread is not None or callback is not None:
-      raise ValueError("nthread and callback are backend='cpu' options.")
-    from roxie.envs import mjx_backend  # pylint: disable=g-import-not-at-top
-    physics = mjx_backend.MjxPhysics(model, task, num_envs, impl, **extra)
-    cls = common.BatchedEnv
+    spec, pixel_obs, extra = _pixel_setup(model, spec, pixels, backend,
+                                          num_envs, int(action_repeat))
+  physics, cls = _physics(model, task, backend, num_envs, nthread=nthread,
+                          callback=callback, impl=impl, extra=extra)
   env = cls(spec=spec, num_envs=num_envs, task=task, backend=backend,
             model=model, physics=physics, consts=consts, pixel_obs=pixel_obs)
   if int(action_repeat) != 1:
@@ -179,4 +217,4 @@ def make(task_name: Union[str, Task], *, backend: str = 'cpu', num_envs: int,
 
 
 __all__ = ['make', 'list_tasks', 'get_task', 'BACKENDS', 'NativeEnv',
-           'PixelSpec']
+           'PixelSpec', 'PHYSICS_PRESETS']

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 from typing import Any, Callable, Dict, Mapping, NamedTuple, Optional, Tuple
 
 import jax
@@ -51,6 +52,7 @@ import jax.numpy as jnp
 import mujoco
 import numpy as np
 
+from roxie.envs.presets import apply_preset, check_preset
 from roxie.envs.task import Task, flatten_observation
 from roxie.types import EnvSpec, EnvState, TimeStep
 
@@ -64,7 +66,7 @@ EXTRAS = ('frames', 'final_frames', 'sensordata')
 MAX_STATE_VALUE = 1e10
 
 
-def prepare_model(task: Task) -> mujoco.MjModel:
+def prepare_model(task: Task, physics: str = 'dm_control') -> mujoco.MjModel:
   """The task's model as both backends simulate it.
 
   A copy of `task.load_model()` with `mjENBL_ENERGY` cleared unless the task
@@ -75,11 +77,15 @@ def prepare_model(task: Task) -> mujoco.MjModel:
 
   Args:
     task: the task.
+    physics: the solver preset (`roxie.envs.presets`): 'dm_control' keeps the
+      suite's options, 'playground' sets mujoco_playground's.
 
   Returns:
     A fresh `mujoco.MjModel`, owned by the caller.
   """
+  check_preset(physics)
   model = copy.copy(task.load_model())
+  apply_preset(model, task.domain, physics)
   if 'energy' not in task.fields:
     model.opt.enableflags &= ~int(mujoco.mjtEnableBit.mjENBL_ENERGY)
   return model
@@ -278,6 +284,79 @@ class BatchedEnv:
     offset, scale = _control_map(self.model)
     return offset[None] + scale[None] * action, clipped
 
+  def _outcome(self, state: EnvState, view: View, ctrl: jax.Array,
+               diverged: jax.Array, time_up: jax.Array,
+               render: Optional[jax.Array], boundary: Optional[jax.Array]
+               ) -> Tuple[Any, jax.Array, jax.Array]:
+    """What one step reached, before any reset (step's stage 3).
+
+    Args:
+      state: the EnvState the step started from.
+      view: the physics' post-step view.
+      ctrl: [B, nu] the control applied.
+      diverged: [B] bool, envs whose physics blew up.
+      time_up: [B] bool, envs at their time limit.
+      render, boundary: [B] bool pixel cadence masks (None without pixels).
+
+    Returns:
+      (final_obs [B, O] (or the pixel dict), reward [B] float32,
+      terminated [B] bool, divergence included).
+    """
+    px = self.pixel_obs
+    extra = self._extras(view)
+    # Finite inputs for the task functions even where physics blew up.
+    view = jax.tree.map(jnp.nan_to_num, self._with_ctrl(view, ctrl))
+    final_obs, reward, term = self._evaluate(view, state.task_state)
+    reward = jnp.where(diverged, 0.0, jnp.nan_to_num(reward))
+    terminated = term | diverged
+    done = terminated | time_up
+    final_obs = jnp.nan_to_num(final_obs)
+    if px is not None:
+      final_obs = px.advance(state.obs, final_obs, extra, render,
+                             boundary | done)
+    final_obs = select(diverged, state.obs, final_obs)
+    return final_obs, reward, terminated
+
+  def _reset_late(self, term_key: jax.Array, late: jax.Array,
+                  render: Optional[jax.Array], diverged: jax.Array, args):
+    """Resets the envs that terminated (`late` [B]) with a second call.
+
+    Pixels: their final frame, unless rendered already, is drawn by that call
+    before it resets them.
+
+    Args:
+      term_key: PRNG key for their reset states.
+      late: [B] bool, envs terminated before their time limit.
+      render: [B] bool, envs rendered by the step call (None without pixels).
+      diverged: [B] bool.
+      args: (physics, reset_view, init, final_obs) as the step left them.
+
+    Returns:
+      `args` with the late envs reset (and their final frames drawn).
+    """
+    physics, reset_view, init, final_obs = args
+    late_init = self._sample(term_key)
+    unrendered = None if render is None else late & ~render & ~diverged
+    physics, late_view = self.physics.reset(
+        physics, late, late_init.qpos, late_init.qvel,
+        **self._render_kwargs(unrendered))
+    if 'final_frames' in late_view:
+      final_obs = self.pixel_obs.replace_newest(
+          final_obs, late_view.pop('final_frames'), unrendered)
+    return (physics, select(late, late_view, reset_view),
+            select(late, late_init, init), final_obs)
+
+  def _first_obs(self, done: jax.Array, reset_view: View, init,
+                 final_obs):
+    """The next observation: a fresh episode's first where `done` [B]."""
+    zero_ctrl = jnp.zeros((self.num_envs, self.model.nu), jnp.float32)
+    rview = jax.tree.map(jnp.nan_to_num,
+                         self._with_ctrl(reset_view, zero_ctrl))
+    first_obs = jnp.nan_to_num(self._observe(rview, init.task_state))
+    if self.pixel_obs is not None:
+      first_obs = self.pixel_obs.first(first_obs, self._extras(reset_view))
+    return select(done, first_obs, final_obs)
+
   # -- the Env protocol -----------------------------------------------------
 
   def reset(self, key: jax.Array) -> EnvState:
@@ -312,7 +391,6 @@ class BatchedEnv:
     Returns:
       (next EnvState, TimeStep); see the module docstring for semantics.
     """
-    b = self.num_envs
     ctrl, clipped = self._actions(action)
     time_up = state.t + 1 >= self.spec.episode_length
     key, trunc_key, term_key = jax.random.split(state.key, 3)
@@ -325,55 +403,27 @@ class BatchedEnv:
       boundary, render = px.cadence(state.t + 1)
       render = render | time_up
     else:
-      render = None
+      boundary = render = None
     physics, view, reset_view, diverged = self.physics.step(
         state.physics, ctrl, time_up, trunc_init.qpos, trunc_init.qvel,
         **self._render_kwargs(render))
-    extra = self._extras(view)
-
-    # Finite inputs for the task functions even where physics blew up.
-    view = jax.tree.map(jnp.nan_to_num, self._with_ctrl(view, ctrl))
-    final_obs, reward, term = self._evaluate(view, state.task_state)
-    reward = jnp.where(diverged, 0.0, jnp.nan_to_num(reward))
-    terminated = term | diverged
+    final_obs, reward, terminated = self._outcome(
+        state, view, ctrl, diverged, time_up, render, boundary)
     truncated = time_up & ~terminated
     done = terminated | time_up
-    final_obs = jnp.nan_to_num(final_obs)
-    if px is not None:
-      final_obs = px.advance(state.obs, final_obs, extra, render,
-                             boundary | done)
-    final_obs = select(diverged, state.obs, final_obs)
 
     # Terminations are known only now: reset those envs with a second call.
-    # Pixels: their final frame, unless rendered already, is drawn by that
-    # call before it resets them.
     late = terminated & ~time_up
-    def reset_late(args):
-      physics, reset_view, init, final_obs = args
-      late_init = self._sample(term_key)
-      unrendered = None if render is None else late & ~render & ~diverged
-      physics, late_view = self.physics.reset(
-          physics, late, late_init.qpos, late_init.qvel,
-          **self._render_kwargs(unrendered))
-      if 'final_frames' in late_view:
-        final_obs = px.replace_newest(
-            final_obs, late_view.pop('final_frames'), unrendered)
-      return (physics, select(late, late_view, reset_view),
-              select(late, late_init, init), final_obs)
     physics, reset_view, init, final_obs = jax.lax.cond(
-        jnp.any(late), reset_late, lambda args: args,
-        (physics, reset_view, trunc_init, final_obs))
+        jnp.any(late),
+        functools.partial(self._reset_late, term_key, late, render, diverged),
+        lambda args: args, (physics, reset_view, trunc_init, final_obs))
 
     task_state = select(done, init.task_state, state.task_state)
-    def reset_obs(final_obs):
-      zero_ctrl = jnp.zeros((b, self.model.nu), jnp.float32)
-      rview = jax.tree.map(jnp.nan_to_num,
-                           self._with_ctrl(reset_view, zero_ctrl))
-      first_obs = jnp.nan_to_num(self._observe(rview, init.task_state))
-      if px is not None:
-        first_obs = px.first(first_obs, self._extras(reset_view))
-      return select(done, first_obs, final_obs)
-    obs = jax.lax.cond(jnp.any(done), reset_obs, lambda o: o, final_obs)
+    obs = jax.lax.cond(
+        jnp.any(done),
+        functools.partial(self._first_obs, done, reset_view, init),
+        lambda o: o, final_obs)
 
     t = jnp.where(done, 0, state.t + 1).astype(jnp.int32)
     next_state = EnvState(obs=obs, t=t, task_state=task_state, key=key,
