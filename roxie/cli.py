@@ -10,7 +10,7 @@ import argparse
 import os
 import sys
 import time
-from typing import List, Optional
+from typing import Any, Dict, List, Optional
 
 EXIT_USAGE = 2  # Bad input: a message, and nothing was written.
 EXIT_FAULT = 1  # A fault (non-finite training, a failed write): never success.
@@ -48,6 +48,12 @@ def _parser() -> argparse.ArgumentParser:
                  help='default: 10')
   t.add_argument('--episode-length', type=int, default=None,
                  help="shorten episodes (default: the task's, 1000 steps)")
+  t.add_argument('--physics', default=None, choices=('dm_control',
+                                                     'playground'),
+                 help="solver settings: dm_control's (default) or "
+                 "mujoco_playground's per-domain preset (fewer solver "
+                 "iterations, Euler; faster, esp. on MJX; a deviation from "
+                 "the suite, see docs/PERFORMANCE.md)")
   t.add_argument('--obs', default=None,
                  choices=('state', 'pixels', 'pixels+state'),
                  help="what the agent observes: the state vector (default), "
@@ -256,6 +262,20 @@ def _main(args: argparse.Namespace, early: Optional[_EarlySignal]) -> int:
     run_lib.set_early_signals(None)
 
 
+def _env_options(args: argparse.Namespace) -> Optional[Dict[str, Any]]:
+  """env_options from --episode-length and --physics (None: neither).
+
+  The default physics is not written, so a default run's config.json is
+  what it was before the flag existed.
+  """
+  options = {}
+  if args.episode_length:
+    options['episode_length'] = args.episode_length
+  if args.physics not in (None, 'dm_control'):
+    options['physics'] = args.physics
+  return options or None
+
+
 def _train_command(args: argparse.Namespace) -> int:
   """`roxie train`: validates everything before anything is written."""
   from roxie import checkpoint as ckpt_lib  # pylint: disable=g-import-not-at-top
@@ -282,8 +302,7 @@ def _train_command(args: argparse.Namespace) -> int:
       run_lib.check_tensorboard()
     except ImportError as e:
       return _fail(str(e))
-  env_options = ({'episode_length': args.episode_length}
-                 if args.episode_length else None)
+  env_options = _env_options(args)
   try:
     pixels = _pixel_options(args)
   except ValueError as e:
@@ -362,7 +381,10 @@ def _train_command(args: argparse.Namespace) -> int:
     seed = 0 if args.seed is None else args.seed
     try:
       if pixels is not None:  # The agent's pixel defaults, under --set.
-        overrides = dict(run_lib.pixel_defaults(agent), **overrides)
+        defaults = run_lib.pixel_defaults(agent)
+        if task in envs.tasks.ACTION_REPEAT:  # The task table's wins.
+          defaults.pop('action_repeat', None)
+        overrides = dict(defaults, **overrides)
       _, cfg = run_lib.resolve_config(agent, overrides)
       if schedule is not None:
         run_lib.check_schedule_pooling(agent, cfg)

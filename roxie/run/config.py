@@ -552,8 +552,17 @@ def new_run_config(agent: str, task: str, backend: str,
     _, height, width = resolution_schedule[0]
     env_options['pixels'] = dict(env_options['pixels'], height=height,
                                  width=width)
-  # A config may ask for an action repeat (SAC's CPU default does); an
-  # explicit env option wins. Env steps count control steps either way.
+  # The DeepMind Control benchmarks' action repeat per task
+  # (`envs.tasks.ACTION_REPEAT`, PlaNet's table) is every recipe's default
+  # on the tasks it lists; `--set action_repeat=N` (an override) or an
+  # explicit env option wins. Elsewhere a config may ask for one (SAC's CPU
+  # default does). Env steps count control steps either way.
+  table = envs.tasks.ACTION_REPEAT.get(task)
+  if (table is not None and 'action_repeat' not in (overrides or {})
+      and 'action_repeat' not in env_options):
+    if hasattr(cfg, 'action_repeat'):
+      cfg = dataclasses.replace(cfg, action_repeat=table)
+    env_options['action_repeat'] = table
   if getattr(cfg, 'action_repeat', 1) != 1:
     env_options.setdefault('action_repeat', int(cfg.action_repeat))
   # The per-iteration step count needs the recipe, which needs the spec.
