@@ -10,13 +10,18 @@ import argparse
 import os
 import sys
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
 
 EXIT_USAGE = 2  # Bad input: a message, and nothing was written.
 EXIT_FAULT = 1  # A fault (non-finite training, a failed write): never success.
 
 
 def _parser() -> argparse.ArgumentParser:
+  """The `roxie` command's argument parser, every subcommand and flag.
+
+  It stays one long function: a flat list of the CLI's flags, kept in one
+  place so that `--help` order is the code's order.
+  """
   from roxie.agents import AGENTS, DEFAULT_AGENT  # pylint: disable=g-import-not-at-top
   from roxie.run import DEFAULT_TASK  # pylint: disable=g-import-not-at-top
   p = argparse.ArgumentParser(prog='roxie', description=__doc__.split('\n')[0])
@@ -276,58 +281,27 @@ def _env_options(args: argparse.Namespace) -> Optional[Dict[str, Any]]:
   return options or None
 
 
+class _TrainInputs(NamedTuple):
+  """`roxie train`'s flags, checked and turned into what the run takes."""
+  multi: bool  # A multi-process job (--coordinator and friends).
+  overrides: Dict[str, Any]  # --set, parsed.
+  env_options: Optional[Dict[str, Any]]  # Pixels included; None: none.
+  pixels: Optional[Dict[str, Any]]  # env_options['pixels']; None: state.
+  schedule: Optional[List[Any]]  # The parsed --resolution-schedule.
+
+
 def _train_command(args: argparse.Namespace) -> int:
   """`roxie train`: validates everything before anything is written."""
-  from roxie import checkpoint as ckpt_lib  # pylint: disable=g-import-not-at-top
-  from roxie import config as config_lib  # pylint: disable=g-import-not-at-top
-  from roxie import envs  # pylint: disable=g-import-not-at-top
   from roxie import run as run_lib  # pylint: disable=g-import-not-at-top
-  from roxie.agents import DEFAULT_AGENT  # pylint: disable=g-import-not-at-top
 
-  for name in ('num_envs', 'steps', 'eval_every', 'eval_episodes',
-               'episode_length', 'checkpoint_every', 'keep_checkpoints',
-               'num_devices', 'num_processes'):
-    value = getattr(args, name)
-    if value is not None and value < 1:
-      return _fail(f'--{name.replace("_", "-")} must be >= 1, got {value}.')
-  multi, error = _multi_process(args)
+  inputs, error = _train_inputs(args)
   if error is not None:
     return error
-  try:
-    overrides = config_lib.parse_overrides(args.overrides)
-  except config_lib.ConfigError as e:
-    return _fail(str(e))
-  if args.tensorboard:
-    try:
-      run_lib.check_tensorboard()
-    except ImportError as e:
-      return _fail(str(e))
-  env_options = _env_options(args)
-  try:
-    pixels = _pixel_options(args)
-  except ValueError as e:
-    return _fail(str(e))
-  if pixels is not None:
-    env_options = dict(env_options or {}, pixels=pixels)
-  schedule = None
-  if args.resolution_schedule is not None and not args.resume:
-    try:
-      schedule = run_lib.parse_resolution_schedule(args.resolution_schedule)
-    except ValueError as e:
-      return _fail(str(e))
-    _, height, width = schedule[0]
-    env_options['pixels'].update(height=height, width=width)
-  # What --resume refuses to resume with: errors of the run, not of roxie.
-  from roxie import gl  # pylint: disable=g-import-not-at-top
-  from roxie.envs import warp_render  # pylint: disable=g-import-not-at-top
-  refused = (FileNotFoundError, FileExistsError, run_lib.RunError,
-             ckpt_lib.CheckpointError, config_lib.ConfigError,
-             gl.RenderingUnavailable, warp_render.WarpUnavailable)
+  refused = _refused_errors()
   common = dict(checkpoint_every=args.checkpoint_every,
                 keep_checkpoints=args.keep_checkpoints,
                 save_replay=args.save_replay, tensorboard=args.tensorboard,
                 verbose=not args.quiet)
-
   if args.agent is not None:
     from roxie import agents as agents_lib  # pylint: disable=g-import-not-at-top
     try:
@@ -336,108 +310,229 @@ def _train_command(args: argparse.Namespace) -> int:
       return _fail(e.args[0])
   if args.resume:
     out = args.resume
-    if args.out and os.path.abspath(args.out) != os.path.abspath(out):
-      return _fail('--out cannot be combined with --resume: a resumed run '
-                   'stays in its own directory.')
-    try:
-      run, _, _ = run_lib.load_run_config(out)
-      diffs = run_lib.run_differences(run, {
-          'agent': args.agent, 'task': args.task, 'backend': args.backend,
-          'num_envs': args.num_envs, 'seed': args.seed,
-          'eval_every': args.eval_every, 'eval_episodes': args.eval_episodes,
-          'env_options': env_options, 'overrides': overrides or None})
-    except (FileNotFoundError, KeyError, ValueError) as e:
-      return _fail(e.args[0] if isinstance(e, KeyError) else str(e))
-    try:
-      run_lib.check_resumable(run, out)
-    except run_lib.RunError as e:
-      return _fail(str(e))
-    saved_devices = run.devices
-    if args.num_devices and args.num_devices != saved_devices:
-      diffs.append(f'num_devices: the run has {saved_devices}, asked for '
-                   f'{args.num_devices}')
-    if diffs:
-      return _fail(
-          f'--resume continues {out} with its saved settings, and these '
-          'options would change the run:\n  ' + '\n  '.join(diffs) +
-          '\nDrop them (only --steps may change, to extend the total) or '
-          'start a new run with --out.')
-    if saved_devices > 1:
-      from roxie import distributed  # pylint: disable=g-import-not-at-top
-      distributed.setup(saved_devices)
-    try:
-      result = run_lib.resume(out, steps=args.steps, **common)
-    except refused as e:
-      return _fail(str(e))
-    except KeyboardInterrupt as e:
-      return _interrupted(e, out)
-    except run_lib.TrainingFault as e:
-      return _fault(str(e))
-    except OSError as e:
-      return _fault(_os_error(e, out))
+    error = _prepare_resume(args, inputs)
+    if error is not None:
+      return error
+    result, error = _run_training(
+        lambda: run_lib.resume(out, steps=args.steps, **common), out, refused)
   else:
-    agent = args.agent or DEFAULT_AGENT
-    task = args.task or run_lib.DEFAULT_TASK
-    seed = 0 if args.seed is None else args.seed
-    try:
-      if pixels is not None:  # The agent's pixel defaults, under --set.
-        defaults = run_lib.pixel_defaults(agent)
-        if task in envs.tasks.ACTION_REPEAT:  # The task table's wins.
-          defaults.pop('action_repeat', None)
-        overrides = dict(defaults, **overrides)
-      _, cfg = run_lib.resolve_config(agent, overrides)
-      if schedule is not None:
-        run_lib.check_schedule_pooling(agent, cfg)
-      task_def = envs.get_task(task)
-      if pixels is not None:  # A camera the task's model has, by id or name.
-        from roxie.envs import pixels as pixels_lib  # pylint: disable=g-import-not-at-top
-        pixels_lib.camera_id(task_def.load_model(), pixels['camera'])
-        if (pixels.get('renderer') == 'warp'
-            and (args.backend or 'cpu') != 'mjx'):
-          raise ValueError("--renderer warp is MJX's batch renderer: use it "
-                           "with --backend mjx (or --renderer auto).")
-    except (config_lib.ConfigError, KeyError, ValueError,
-            run_lib.RunError) as e:
-      return _fail(e.args[0] if isinstance(e, KeyError) else str(e))
-    num_envs = args.num_envs or run_lib.resolve_config(
-        agent, overrides)[1].num_envs
-    if args.num_devices and num_envs % args.num_devices:
-      return _fail(f'the number of envs ({num_envs}) must be a multiple of '
-                   f'--num-devices ({args.num_devices}).')
-    # In a multi-process job only process 0 writes the run directory (with
-    # agent-only checkpoints, see roxie.run); give every process the same
-    # --out.
-    from roxie import agents as agents_lib  # pylint: disable=g-import-not-at-top
-    out = args.out or _default_out(agents_lib.short_name(agent), task, seed)
-    from roxie import distributed  # pylint: disable=g-import-not-at-top
-    try:  # Before anything starts JAX: CPU devices, the multi-process job.
-      distributed.setup(args.num_devices, coordinator_address=args.coordinator,
-                        num_processes=args.num_processes,
-                        process_id=args.process_id)
-    except ValueError as e:
-      return _fail(str(e))
-    if multi and args.process_id:  # Only process 0 reports.
+    new, error = _prepare_new_run(args, inputs)
+    if error is not None:
+      return error
+    out = new.out
+    if inputs.multi and args.process_id:  # Only process 0 reports.
       common['verbose'] = False
-    try:
-      result = run_lib.train(
-          agent, task, backend=args.backend or 'cpu', num_envs=args.num_envs,
-          steps=args.steps, seed=seed, out=out, overrides=overrides,
-          eval_every=args.eval_every, eval_episodes=args.eval_episodes or 10,
-          env_options=env_options, num_devices=args.num_devices,
-          resolution_schedule=schedule, **common)
-    except refused as e:
-      return _fail(str(e))
-    except KeyboardInterrupt as e:
-      return _interrupted(e, out)
-    except run_lib.TrainingFault as e:
-      return _fault(str(e))
-    except OSError as e:
-      return _fault(_os_error(e, out))
-  if args.quiet and not (multi and args.process_id):
+    result, error = _run_training(
+        lambda: run_lib.train(
+            new.agent, new.task, backend=args.backend or 'cpu',
+            num_envs=args.num_envs, steps=args.steps, seed=new.seed, out=out,
+            overrides=new.overrides, eval_every=args.eval_every,
+            eval_episodes=args.eval_episodes or 10,
+            env_options=inputs.env_options, num_devices=args.num_devices,
+            resolution_schedule=inputs.schedule, **common),
+        out, refused)
+  if error is not None:
+    return error
+  if args.quiet and not (inputs.multi and args.process_id):
     print(run_lib.final_line(result), flush=True)
-  if out and not (multi and args.process_id):
+  if out and not (inputs.multi and args.process_id):
     print(f'run saved to {out}')
   return 0
+
+
+def _train_inputs(
+    args: argparse.Namespace) -> Tuple[Optional[_TrainInputs], Optional[int]]:
+  """Checks `roxie train`'s flags; (the inputs, an exit code if one is bad).
+
+  The checks run in a fixed order, so a command line with several bad flags
+  always reports the same one.
+  """
+  from roxie import config as config_lib  # pylint: disable=g-import-not-at-top
+  from roxie import run as run_lib  # pylint: disable=g-import-not-at-top
+
+  for name in ('num_envs', 'steps', 'eval_every', 'eval_episodes',
+               'episode_length', 'checkpoint_every', 'keep_checkpoints',
+               'num_devices', 'num_processes'):
+    value = getattr(args, name)
+    if value is not None and value < 1:
+      return None, _fail(
+          f'--{name.replace("_", "-")} must be >= 1, got {value}.')
+  multi, error = _multi_process(args)
+  if error is not None:
+    return None, error
+  try:
+    overrides = config_lib.parse_overrides(args.overrides)
+  except config_lib.ConfigError as e:
+    return None, _fail(str(e))
+  if args.tensorboard:
+    try:
+      run_lib.check_tensorboard()
+    except ImportError as e:
+      return None, _fail(str(e))
+  env_options = _env_options(args)
+  try:
+    pixels = _pixel_options(args)
+  except ValueError as e:
+    return None, _fail(str(e))
+  if pixels is not None:
+    env_options = dict(env_options or {}, pixels=pixels)
+  schedule = None
+  if args.resolution_schedule is not None and not args.resume:
+    try:
+      schedule = run_lib.parse_resolution_schedule(args.resolution_schedule)
+    except ValueError as e:
+      return None, _fail(str(e))
+    _, height, width = schedule[0]
+    env_options['pixels'].update(height=height, width=width)
+  return _TrainInputs(multi, overrides, env_options, pixels, schedule), None
+
+
+def _refused_errors() -> Tuple[type, ...]:
+  """What a run refuses to start or resume with: errors of the run, not roxie's.
+
+  They end the command with a usage message (exit 2), not a fault.
+  """
+  from roxie import checkpoint as ckpt_lib  # pylint: disable=g-import-not-at-top
+  from roxie import config as config_lib  # pylint: disable=g-import-not-at-top
+  from roxie import gl  # pylint: disable=g-import-not-at-top
+  from roxie import run as run_lib  # pylint: disable=g-import-not-at-top
+  from roxie.envs import warp_render  # pylint: disable=g-import-not-at-top
+  return (FileNotFoundError, FileExistsError, run_lib.RunError,
+          ckpt_lib.CheckpointError, config_lib.ConfigError,
+          gl.RenderingUnavailable, warp_render.WarpUnavailable)
+
+
+def _prepare_resume(args: argparse.Namespace,
+                    inputs: _TrainInputs) -> Optional[int]:
+  """Checks that --resume's run can continue as asked (None: it can).
+
+  Any flag that would change the saved run is refused, all of them listed in
+  one message; a multi-device run sets its devices up before JAX starts.
+  """
+  from roxie import run as run_lib  # pylint: disable=g-import-not-at-top
+
+  out = args.resume
+  if args.out and os.path.abspath(args.out) != os.path.abspath(out):
+    return _fail('--out cannot be combined with --resume: a resumed run '
+                 'stays in its own directory.')
+  try:
+    run, _, _ = run_lib.load_run_config(out)
+    diffs = run_lib.run_differences(run, {
+        'agent': args.agent, 'task': args.task, 'backend': args.backend,
+        'num_envs': args.num_envs, 'seed': args.seed,
+        'eval_every': args.eval_every, 'eval_episodes': args.eval_episodes,
+        'env_options': inputs.env_options,
+        'overrides': inputs.overrides or None})
+  except (FileNotFoundError, KeyError, ValueError) as e:
+    return _fail(e.args[0] if isinstance(e, KeyError) else str(e))
+  try:
+    run_lib.check_resumable(run, out)
+  except run_lib.RunError as e:
+    return _fail(str(e))
+  saved_devices = run.devices
+  if args.num_devices and args.num_devices != saved_devices:
+    diffs.append(f'num_devices: the run has {saved_devices}, asked for '
+                 f'{args.num_devices}')
+  if diffs:
+    return _fail(
+        f'--resume continues {out} with its saved settings, and these '
+        'options would change the run:\n  ' + '\n  '.join(diffs) +
+        '\nDrop them (only --steps may change, to extend the total) or '
+        'start a new run with --out.')
+  if saved_devices > 1:
+    from roxie import distributed  # pylint: disable=g-import-not-at-top
+    distributed.setup(saved_devices)
+  return None
+
+
+class _NewRun(NamedTuple):
+  """A new run's settings after the defaults and the pixel defaults."""
+  agent: str  # The canonical agent name.
+  task: str
+  seed: int
+  out: str  # The run directory.
+  overrides: Dict[str, Any]  # --set over the agent's pixel defaults.
+
+
+def _prepare_new_run(
+    args: argparse.Namespace,
+    inputs: _TrainInputs) -> Tuple[Optional[_NewRun], Optional[int]]:
+  """Resolves and checks a new run; (its settings, an exit code if refused).
+
+  Everything that can be checked without building the run is checked here
+  (config, task, camera, renderer, envs per device), then the devices or the
+  multi-process job are set up, before anything starts JAX.
+  """
+  from roxie import agents as agents_lib  # pylint: disable=g-import-not-at-top
+  from roxie import config as config_lib  # pylint: disable=g-import-not-at-top
+  from roxie import distributed  # pylint: disable=g-import-not-at-top
+  from roxie import envs  # pylint: disable=g-import-not-at-top
+  from roxie import run as run_lib  # pylint: disable=g-import-not-at-top
+  from roxie.agents import DEFAULT_AGENT  # pylint: disable=g-import-not-at-top
+
+  agent = args.agent or DEFAULT_AGENT
+  task = args.task or run_lib.DEFAULT_TASK
+  seed = 0 if args.seed is None else args.seed
+  overrides, pixels = inputs.overrides, inputs.pixels
+  try:
+    if pixels is not None:  # The agent's pixel defaults, under --set.
+      defaults = run_lib.pixel_defaults(agent)
+      if task in envs.tasks.ACTION_REPEAT:  # The task table's wins.
+        defaults.pop('action_repeat', None)
+      overrides = dict(defaults, **overrides)
+    _, cfg = run_lib.resolve_config(agent, overrides)
+    if inputs.schedule is not None:
+      run_lib.check_schedule_pooling(agent, cfg)
+    task_def = envs.get_task(task)
+    if pixels is not None:  # A camera the task's model has, by id or name.
+      from roxie.envs import pixels as pixels_lib  # pylint: disable=g-import-not-at-top
+      pixels_lib.camera_id(task_def.load_model(), pixels['camera'])
+      if (pixels.get('renderer') == 'warp'
+          and (args.backend or 'cpu') != 'mjx'):
+        raise ValueError("--renderer warp is MJX's batch renderer: use it "
+                         "with --backend mjx (or --renderer auto).")
+  except (config_lib.ConfigError, KeyError, ValueError,
+          run_lib.RunError) as e:
+    return None, _fail(e.args[0] if isinstance(e, KeyError) else str(e))
+  num_envs = args.num_envs or run_lib.resolve_config(
+      agent, overrides)[1].num_envs
+  if args.num_devices and num_envs % args.num_devices:
+    return None, _fail(f'the number of envs ({num_envs}) must be a multiple '
+                       f'of --num-devices ({args.num_devices}).')
+  # In a multi-process job only process 0 writes the run directory (with
+  # agent-only checkpoints, see roxie.run); give every process the same
+  # --out.
+  out = args.out or _default_out(agents_lib.short_name(agent), task, seed)
+  try:  # Before anything starts JAX: CPU devices, the multi-process job.
+    distributed.setup(args.num_devices, coordinator_address=args.coordinator,
+                      num_processes=args.num_processes,
+                      process_id=args.process_id)
+  except ValueError as e:
+    return None, _fail(str(e))
+  return _NewRun(agent, task, seed, out, overrides), None
+
+
+def _run_training(start: Callable[[], Any], out: str,
+                  refused: Tuple[type, ...]) -> Tuple[Any, Optional[int]]:
+  """Runs `start()`; (its result, the exit code of a refusal or a fault).
+
+  Args:
+    start: trains or resumes the run and returns its result.
+    out: the run directory, named in the interruption and write-error
+      messages.
+    refused: the errors that are the run's (exit 2), see `_refused_errors`.
+  """
+  from roxie import run as run_lib  # pylint: disable=g-import-not-at-top
+  try:
+    return start(), None
+  except refused as e:
+    return None, _fail(str(e))
+  except KeyboardInterrupt as e:
+    return None, _interrupted(e, out)
+  except run_lib.TrainingFault as e:
+    return None, _fault(str(e))
+  except OSError as e:
+    return None, _fault(_os_error(e, out))
 
 
 def _interrupted(e: KeyboardInterrupt, out: Optional[str]) -> int:
