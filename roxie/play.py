@@ -196,17 +196,8 @@ def play(policy, out: str, *, backend: str = 'cpu',
     RenderingUnavailable: no headless GL backend (names the packages).
     ImportError: imageio-ffmpeg is missing (names `roxie[video]`).
   """
-  if width < 2 or height < 2 or width % 2 or height % 2:
-    raise PlayError(f'--width and --height must be even and >= 2 (H.264 '
-                    f'video), got {width}x{height}.')
-  if quality not in QUALITIES:
-    raise PlayError(f'quality must be one of {QUALITIES}, got {quality!r}.')
-  if steps is not None and steps < 1:
-    raise PlayError(f'--steps must be >= 1, got {steps}.')
+  _check_options(width=width, height=height, steps=steps, quality=quality)
   gl = gl_backend()
-  import jax  # pylint: disable=g-import-not-at-top
-  import mujoco  # pylint: disable=g-import-not-at-top
-  import numpy as np  # pylint: disable=g-import-not-at-top
   from roxie.envs import wrappers  # pylint: disable=g-import-not-at-top
 
   # The env exactly as in training (`Policy.make_env`: pixel spec, frame
@@ -227,47 +218,16 @@ def play(policy, out: str, *, backend: str = 'cpu',
   if fps <= 0:
     raise PlayError(f'--fps must be > 0, got {fps}.')
 
-  reset = jax.jit(env.reset)
-  step = jax.jit(env.step)
-  act = jax.jit(policy.apply)
   renderer = _Renderer(env.model, width, height, cam, quality)
-  data = mujoco.MjData(renderer.model)
-  spec = mujoco.mjtState.mjSTATE_INTEGRATION
   parent = os.path.dirname(os.path.abspath(out))
   os.makedirs(parent, exist_ok=True)
   tmp = f'{out}.tmp-{os.getpid()}{os.path.splitext(out)[1]}'
   writer = None
-  # The return adds up in float32 per agent step, as `roxie eval` does (the
-  # ActionRepeat sum, then the episode's), so the two agree to the bit for
-  # the same physics.
-  total = np.float32(0.0)
-  held = np.float32(0.0)  # Reward of the current agent step so far.
-  frames = 0
   try:
     writer = _open_writer(tmp, width, height, fps)
-    # The reset of `roxie eval --seed` (`loops.make_evaluator`): its first
-    # episode is this one.
-    state = reset(jax.random.split(jax.random.PRNGKey(seed))[0])
-    action = None
-    for t in range(n):
-      # Draw the state, then step: n frames, n control steps, never the
-      # automatic reset after the episode's last step.
-      jax.block_until_ready(state)
-      mujoco.mj_setState(renderer.model, data, _physics_rows(env, state)[0],
-                         spec)
-      mujoco.mj_forward(renderer.model, data)
-      writer.send(np.ascontiguousarray(renderer.render(data)))
-      frames += 1
-      if t % repeat == 0:
-        action = act(policy.params, state.obs)
-      state, ts = step(state, action)
-      reward = np.asarray(ts.reward, np.float32)[0]
-      held = reward if t % repeat == 0 else np.float32(held + reward)
-      ended = bool(ts.terminated[0])
-      if ended or t % repeat == repeat - 1 or t == n - 1:
-        total = np.float32(total + held)
-      if ended:
-        break  # A task with terminations: the episode is over.
+    frames, total = _record_episode(policy, env, repeat=repeat,
+                                    renderer=renderer, writer=writer, n=n,
+                                    seed=seed)
     writer.close()
     writer = None
     os.replace(tmp, out)
@@ -277,8 +237,79 @@ def play(policy, out: str, *, backend: str = 'cpu',
       writer.close()
     if os.path.exists(tmp):
       os.remove(tmp)
-  return PlayResult(path=out, frames=frames, width=width, height=height, fps=fps,
-                    episode_return=float(total), gl_backend=gl, backend=backend)
+  return PlayResult(path=out, frames=frames, width=width, height=height,
+                    fps=fps, episode_return=float(total), gl_backend=gl,
+                    backend=backend)
+
+
+def _check_options(*, width: int, height: int, steps: Optional[int],
+                   quality: str) -> None:
+  """Raises `PlayError` for bad `play` options, before anything is opened."""
+  if width < 2 or height < 2 or width % 2 or height % 2:
+    raise PlayError(f'--width and --height must be even and >= 2 (H.264 '
+                    f'video), got {width}x{height}.')
+  if quality not in QUALITIES:
+    raise PlayError(f'quality must be one of {QUALITIES}, got {quality!r}.')
+  if steps is not None and steps < 1:
+    raise PlayError(f'--steps must be >= 1, got {steps}.')
+
+
+def _record_episode(policy, env, *, repeat: int, renderer: _Renderer,
+                    writer, n: int, seed: int):
+  """Steps one episode of `policy`, sending a frame per control step.
+
+  Args:
+    policy: the `roxie.export.Policy` that acts.
+    env: its environment, without the `ActionRepeat` wrapper (one env).
+    repeat: the action repeat taken off `env`: each action is held for
+      `repeat` control steps.
+    renderer: draws the frames.
+    writer: the started ffmpeg writer the frames [H, W, 3] uint8 go to.
+    n: frames (control steps) at most; fewer when the episode terminates.
+    seed: PRNG seed of the reset.
+
+  Returns:
+    (frames written, the episode's return as a float32 scalar).
+  """
+  import jax  # pylint: disable=g-import-not-at-top
+  import mujoco  # pylint: disable=g-import-not-at-top
+  import numpy as np  # pylint: disable=g-import-not-at-top
+
+  reset = jax.jit(env.reset)
+  step = jax.jit(env.step)
+  act = jax.jit(policy.apply)
+  data = mujoco.MjData(renderer.model)
+  spec = mujoco.mjtState.mjSTATE_INTEGRATION
+  # The return adds up in float32 per agent step, as `roxie eval` does (the
+  # ActionRepeat sum, then the episode's), so the two agree to the bit for
+  # the same physics.
+  total = np.float32(0.0)
+  held = np.float32(0.0)  # Reward of the current agent step so far.
+  frames = 0
+  # The reset of `roxie eval --seed` (`loops.make_evaluator`): its first
+  # episode is this one.
+  state = reset(jax.random.split(jax.random.PRNGKey(seed))[0])
+  action = None
+  for t in range(n):
+    # Draw the state, then step: n frames, n control steps, never the
+    # automatic reset after the episode's last step.
+    jax.block_until_ready(state)
+    mujoco.mj_setState(renderer.model, data, _physics_rows(env, state)[0],
+                       spec)
+    mujoco.mj_forward(renderer.model, data)
+    writer.send(np.ascontiguousarray(renderer.render(data)))
+    frames += 1
+    if t % repeat == 0:
+      action = act(policy.params, state.obs)
+    state, ts = step(state, action)
+    reward = np.asarray(ts.reward, np.float32)[0]
+    held = reward if t % repeat == 0 else np.float32(held + reward)
+    ended = bool(ts.terminated[0])
+    if ended or t % repeat == repeat - 1 or t == n - 1:
+      total = np.float32(total + held)
+    if ended:
+      break  # A task with terminations: the episode is over.
+  return frames, total
 
 
 def read_video(path: str):

@@ -241,26 +241,54 @@ def plot_runs(run_dirs: Sequence[str], out: str, *,
   for color, ((agent, task), members) in zip(colors, groups.items()):
     label = f'{agent} on {task}' + (f' ({len(members)} runs)'
                                     if len(members) > 1 else '')
-    for ax, field, scale in ((axes[0], 'env_steps', 1.0),
-                             (axes[1], 'wall_time', wall_scale)):
-      xs = [getattr(r, field) / scale for r in members]
-      ys = [r.value for r in members]
-      single = len(members) == 1
-      for x, y in zip(xs, ys):
-        ax.plot(x, y, color=color, lw=2.0 if single else 0.8,
-                alpha=1.0 if single else 0.35,
-                marker='o' if len(x) < 3 else None, ms=3,
-                label=label if single and ax is axes[0] else None)
-      if single:
-        continue
-      agg = aggregate(xs, ys, interval)
-      if agg is None:
-        continue
-      grid, mean, low, high = agg
-      ax.plot(grid, mean, color=color, lw=2.0,
-              label=label if ax is axes[0] else None)
-      if interval != 'none':
-        ax.fill_between(grid, low, high, color=color, alpha=0.2, lw=0)
+    _draw_group(axes, members, color=color, label=label, interval=interval,
+                wall_scale=wall_scale)
+  _label_axes(axes, metric=metric, wall_unit=wall_unit, interval=interval,
+              grouped=any(len(m) > 1 for m in groups.values()))
+  if title:
+    fig.suptitle(title)
+  fig.tight_layout()
+  parent = os.path.dirname(os.path.abspath(out))
+  os.makedirs(parent, exist_ok=True)
+  fig.savefig(out, format='png')
+  return runs
+
+
+def _draw_group(axes, members: Sequence[RunCurve], *, color: str, label: str,
+                interval: str, wall_scale: float) -> None:
+  """Draws one group's curves on both panels (steps, then wall-clock time).
+
+  A single run is one bold line; a group's runs are thin lines under their
+  mean and its `interval` band, on the grid `aggregate` puts them on.
+  """
+  for ax, field, scale in ((axes[0], 'env_steps', 1.0),
+                           (axes[1], 'wall_time', wall_scale)):
+    xs = [getattr(r, field) / scale for r in members]
+    ys = [r.value for r in members]
+    single = len(members) == 1
+    for x, y in zip(xs, ys):
+      ax.plot(x, y, color=color, lw=2.0 if single else 0.8,
+              alpha=1.0 if single else 0.35,
+              marker='o' if len(x) < 3 else None, ms=3,
+              label=label if single and ax is axes[0] else None)
+    if single:
+      continue
+    agg = aggregate(xs, ys, interval)
+    if agg is None:
+      continue
+    grid, mean, low, high = agg
+    ax.plot(grid, mean, color=color, lw=2.0,
+            label=label if ax is axes[0] else None)
+    if interval != 'none':
+      ax.fill_between(grid, low, high, color=color, alpha=0.2, lw=0)
+
+
+def _label_axes(axes, *, metric: str, wall_unit: str, interval: str,
+                grouped: bool) -> None:
+  """Labels, titles and grids both panels, and adds the legend.
+
+  The legend is titled by the band only when some group has several runs.
+  """
   ylabel = metric.replace('_', ' ')
   axes[0].set_xlabel('environment steps')
   axes[0].set_ylabel(ylabel)
@@ -274,15 +302,7 @@ def plot_runs(run_dirs: Sequence[str], out: str, *,
   band = {'stderr': 'mean +/- standard error',
           'minmax': 'mean and min-max', 'none': 'mean'}[interval]
   axes[0].legend(loc='best', fontsize='small',
-                 title=band if any(len(m) > 1 for m in groups.values())
-                 else None, title_fontsize='small')
-  if title:
-    fig.suptitle(title)
-  fig.tight_layout()
-  parent = os.path.dirname(os.path.abspath(out))
-  os.makedirs(parent, exist_ok=True)
-  fig.savefig(out, format='png')
-  return runs
+                 title=band if grouped else None, title_fontsize='small')
 
 
 def _wall_unit(max_seconds: float) -> Tuple[float, str]:
