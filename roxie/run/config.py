@@ -516,6 +516,11 @@ def new_run_config(agent: str, task: str, backend: str,
   what is not given; eval_every is rounded up to whole iterations and the
   iterations per call follow from it and checkpoint_every.
 
+  It stays one function: each setting is resolved from the ones before it
+  (the action repeat from the config and the task table, the steps per
+  iteration from the recipe built with them, eval_every from those), so the
+  chain reads top to bottom in the order the checks raise.
+
   Raises:
     RunError, roxie.config.ConfigError: settings that do not make a run.
   """

@@ -61,6 +61,10 @@ def train(agent: Any = 'sac', task: str = DEFAULT_TASK, *, backend: str = 'cpu',
           programs: Optional[ProgramCache] = None) -> RunResult:
   """Trains `agent` on `task`; returns the final evaluation.
 
+  It stays one function: most of its length is the Args list of this public
+  entry point; the body (the checks that run before anything is written,
+  then the run) is ~40 lines.
+
   Args:
     agent: one of `roxie.agents.AGENTS`, or a user's recipe: a module (or a
       factory function defined at a module's top level) with a `Config`
