@@ -88,8 +88,7 @@ import optax
 
 from roxie import losses, networks, optim
 from roxie.agents import off_policy
-from roxie.types import (EnvSpec, Policy, Recipe, ReplaySpec, Transition,
-                         check_spec)
+from roxie.types import EnvSpec, Policy, Recipe, Transition, check_spec
 
 # Duals live in log space; this floor (log 1e-8) keeps them from vanishing.
 _MIN_LOG_DUAL = -18.
@@ -354,11 +353,6 @@ def make(config: Config, spec: EnvSpec) -> Recipe:
         'out_of_bounds': jnp.mean(jnp.abs(target_dist.mean) > 1.)}
     return new_state, metrics
 
-  return Recipe(
-      name='mpo', config=c, init=init, act=act, update=update, on_policy=False,
-      replay=ReplaySpec(capacity=c.replay_capacity, batch_size=c.batch_size,
-                        n_step=c.n_step, discount=c.discount),
-      steps_per_iteration=c.steps_per_iteration,
-      updates_per_iteration=c.updates_per_iteration,
-      warmup_steps=c.warmup_steps,
-      policy=Policy(params=policy_params, apply=make_policy(c, spec)))
+  return off_policy.replay_recipe(
+      'mpo', c, init, act, update,
+      Policy(params=policy_params, apply=make_policy(c, spec)))

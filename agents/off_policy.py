@@ -72,6 +72,24 @@ class ReplayConfig(networks.PixelConfig):
   tau: float = 0.005
 
 
+def replay_recipe(name: str, config: ReplayConfig, init, act, update,
+                  policy) -> Recipe:
+  """An off-policy Recipe whose collection and replay come from `config`.
+
+  The replay spec (capacity, batch, n-step, discount) and the schedule
+  (steps and updates per iteration, warm-up) are the ReplayConfig's fields;
+  SAC, MPO, this module's skeleton and the examples build theirs here.
+  """
+  c = config
+  return Recipe(
+      name=name, config=c, init=init, act=act, update=update, on_policy=False,
+      replay=ReplaySpec(capacity=c.replay_capacity, batch_size=c.batch_size,
+                        n_step=c.n_step, discount=c.discount),
+      steps_per_iteration=c.steps_per_iteration,
+      updates_per_iteration=c.updates_per_iteration,
+      warmup_steps=c.warmup_steps, policy=policy)
+
+
 @dataclasses.dataclass(frozen=True)
 class Config(ReplayConfig):
   """What every case shares; the defaults suit a 2-core CPU.
@@ -326,11 +344,5 @@ def make(config: Config, spec: EnvSpec, *, name: str,
                'noise_std': explore_std}
     return state, metrics
 
-  return Recipe(
-      name=name, config=c, init=init, act=act, update=update, on_policy=False,
-      replay=ReplaySpec(capacity=c.replay_capacity, batch_size=c.batch_size,
-                        n_step=c.n_step, discount=c.discount),
-      steps_per_iteration=c.steps_per_iteration,
-      updates_per_iteration=c.updates_per_iteration,
-      warmup_steps=c.warmup_steps,
-      policy=networks.deterministic_policy(c, spec))
+  return replay_recipe(name, c, init, act, update,
+                       networks.deterministic_policy(c, spec))

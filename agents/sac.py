@@ -31,8 +31,7 @@ import optax
 
 from roxie import losses, networks, optim
 from roxie.agents import off_policy
-from roxie.types import (EnvSpec, Policy, Recipe, ReplaySpec, Transition,
-                         check_spec)
+from roxie.types import EnvSpec, Policy, Recipe, Transition, check_spec
 
 
 @dataclasses.dataclass(frozen=True)
@@ -232,11 +231,6 @@ def make(config: Config, spec: EnvSpec) -> Recipe:
                'entropy': -jnp.mean(logp)}
     return new_state, metrics
 
-  return Recipe(
-      name='sac', config=c, init=init, act=act, update=update, on_policy=False,
-      replay=ReplaySpec(capacity=c.replay_capacity, batch_size=c.batch_size,
-                        n_step=c.n_step, discount=c.discount),
-      steps_per_iteration=c.steps_per_iteration,
-      updates_per_iteration=c.updates_per_iteration,
-      warmup_steps=c.warmup_steps,
-      policy=Policy(params=policy_params, apply=make_policy(c, spec)))
+  return off_policy.replay_recipe(
+      'sac', c, init, act, update,
+      Policy(params=policy_params, apply=make_policy(c, spec)))

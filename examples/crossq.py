@@ -31,8 +31,8 @@ import jax.numpy as jnp
 import optax
 
 from roxie import losses, networks, optim
-from roxie.agents import sac
-from roxie.types import EnvSpec, Policy, Recipe, ReplaySpec, check_spec
+from roxie.agents import off_policy, sac
+from roxie.types import EnvSpec, Policy, Recipe, check_spec
 
 
 @dataclasses.dataclass(frozen=True)
@@ -165,13 +165,7 @@ def make(config: Config, spec: EnvSpec) -> Recipe:
                    'alpha_loss': al_loss, 'alpha': alpha, 'q': jnp.mean(q),
                    'entropy': entropy}
 
-  return Recipe(
-      name='crossq', config=c, init=init, act=act, update=update,
-      on_policy=False,
-      replay=ReplaySpec(capacity=c.replay_capacity, batch_size=c.batch_size,
-                        n_step=c.n_step, discount=c.discount),
-      steps_per_iteration=c.steps_per_iteration,
-      updates_per_iteration=c.updates_per_iteration,
-      warmup_steps=c.warmup_steps,
-      policy=Policy(params=lambda s: {'actor': s.actor},
-                    apply=lambda p, o: actor.apply(p['actor'], o).mode()))
+  return off_policy.replay_recipe(
+      'crossq', c, init, act, update,
+      Policy(params=lambda s: {'actor': s.actor},
+             apply=lambda p, o: actor.apply(p['actor'], o).mode()))
