@@ -210,8 +210,9 @@ def new_run_command(args, agent: str, task: str, seed: int, steps: int,
                     run_dir: str) -> List[str]:
   """`roxie train` arguments that start a cell's run.
 
-  The task table's action repeat goes to every agent whose Config has the
-  field (PPO's has none: it acts at every control step).
+  The task table's action repeat goes, as `--set`, to every agent whose
+  Config has the field (PPO's has none); `roxie train` applies the same
+  table itself, to PPO too, so the command only makes it explicit.
   """
   overrides = dict(args.overrides)
   sets = dict(overrides)

@@ -243,9 +243,10 @@ def write_markdown(rows: Sequence[Row], points: dict, bad: int, path: str,
   w('The variant `default` is each recipe\'s default Config with one '
     'per-task setting, the action repeat of the task table '
     '`roxie.envs.tasks.ACTION_REPEAT` (PlaNet\'s: CartpoleSwingup 8, '
-    'ReacherEasy, CheetahRun and BallInCup 4, FingerSpin and WalkerWalk 2; '
-    'PPO acts at every control step), passed by dmc.py as `--set '
-    'action_repeat=N`; other variants list their overrides in dmc.csv.\n\n')
+    'ReacherEasy, CheetahRun and BallInCup 4, FingerSpin and WalkerWalk 2), '
+    'which `roxie train` applies to every recipe (dmc.py also passes it as '
+    '`--set action_repeat=N` to the recipes whose Config has the field); '
+    'other variants list their overrides in dmc.csv.\n\n')
   w('Each run trains one agent on one task with one seed; a budget\'s score '
     'is the run\'s own evaluation (mean return of `eval_episodes` '
     'deterministic 1000-step episodes) at that many env steps '
