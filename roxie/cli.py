@@ -43,8 +43,20 @@ def _parser() -> argparse.ArgumentParser:
                  help='total environment steps (default: the config); with '
                  '--resume, a new total')
   t.add_argument('--seed', type=int, default=None, help='default: 0')
+  t.add_argument('--seeds', default=None, metavar='SEEDS',
+                 help='train a population in one program: these seeds '
+                 '(0,1,2), or N for 0..N-1; one run directory per member, '
+                 'runs/<agent>-<task>-seed<k>[-<field>=<value>...] (see '
+                 'roxie.run.population)')
+  t.add_argument('--sweep', action='append', default=[],
+                 metavar='FIELD=V1,V2',
+                 help='with or without --seeds: a float config field taking '
+                 'each of these values (repeatable; the population is the '
+                 'cross product with the seeds)')
   t.add_argument('--out', default=None,
-                 help='run directory (default: runs/<agent>-<task>-seed<seed>)')
+                 help='run directory (default: runs/<agent>-<task>-seed<seed>); '
+                 "with --seeds/--sweep, the directory the members' go in "
+                 '(default: runs)')
   t.add_argument('--set', dest='overrides', action='append', default=[],
                  metavar='FIELD=VALUE', help='override a config field (repeatable)')
   t.add_argument('--eval-every', type=int, default=None,
@@ -308,6 +320,11 @@ def _train_command(args: argparse.Namespace) -> int:
       args.agent = agents_lib.canonical_name(args.agent)
     except KeyError as e:
       return _fail(e.args[0])
+  if args.seeds is not None or args.sweep:
+    return _population_command(args, inputs, common, refused)
+  if args.resume and os.path.exists(
+      os.path.join(args.resume, run_lib.POPULATION_FILE)):
+    return _population_command(args, inputs, common, refused)
   if args.resume:
     out = args.resume
     error = _prepare_resume(args, inputs)
@@ -338,6 +355,89 @@ def _train_command(args: argparse.Namespace) -> int:
   if out and not (inputs.multi and args.process_id):
     print(f'run saved to {out}')
   return 0
+
+
+def _population_refusals(args: argparse.Namespace,
+                         inputs: _TrainInputs) -> Optional[str]:
+  """Why --seeds/--sweep cannot go with the other flags (None: they can)."""
+  if args.resume and (args.seeds is not None or args.sweep):
+    return ('--seeds/--sweep cannot be combined with --resume: a resumed '
+            'population keeps its members.')
+  if args.seed is not None and args.seeds is not None:
+    return '--seed and --seeds are exclusive: list the seeds in --seeds.'
+  given = [flag for flag, on in (
+      ('--obs/--resolution (pixels)', inputs.pixels is not None),
+      ('--resolution-schedule', args.resolution_schedule is not None),
+      ('--num-devices', bool(args.num_devices and args.num_devices > 1)),
+      ('--coordinator/--num-processes', inputs.multi),
+      ('--tensorboard', args.tensorboard)) if on]
+  if given:
+    return (f'a population (--seeds/--sweep, or --resume of one) cannot use '
+            f'{", ".join(given)}: train those runs one at a time.')
+  if args.keep_checkpoints < 2:
+    return ('a population keeps at least 2 checkpoints per member (a resume '
+            'needs one that every member has): --keep-checkpoints 2 or more.')
+  return None
+
+
+def _population_command(args: argparse.Namespace, inputs: _TrainInputs,
+                        common: Dict[str, Any],
+                        refused: Tuple[type, ...]) -> int:
+  """`roxie train --seeds/--sweep`, or `--resume` of a population member."""
+  from roxie import agents as agents_lib  # pylint: disable=g-import-not-at-top
+  from roxie import run as run_lib  # pylint: disable=g-import-not-at-top
+  from roxie.agents import DEFAULT_AGENT  # pylint: disable=g-import-not-at-top
+
+  refusal = _population_refusals(args, inputs)
+  if refusal:
+    return _fail(refusal)
+  common = dict(common)
+  common.pop('tensorboard')
+  if args.resume:
+    out = args.resume
+    error = _prepare_resume(args, inputs)
+    if error is not None:
+      return error
+    start = lambda: run_lib.resume_population(out, steps=args.steps, **common)
+  else:
+    try:
+      seeds = run_lib.parse_seeds('0,' if args.seeds is None else args.seeds)
+      sweep = run_lib.parse_sweep(args.sweep)
+    except ValueError as e:
+      return _fail(str(e))
+    agent = args.agent or DEFAULT_AGENT
+    task = args.task or run_lib.DEFAULT_TASK
+    root = args.out or 'runs'
+    try:
+      names = run_lib.member_names(agents_lib.short_name(agent), task,
+                                   *_grid(seeds, sweep))
+    except ValueError as e:
+      return _fail(str(e))
+    if args.out is None and any(os.path.exists(os.path.join(root, n))
+                                for n in names):
+      stamp = time.strftime('%Y%m%d-%H%M%S')
+      names = [f'{n}-{stamp}' for n in names]
+    out = os.path.join(root, names[0])
+    start = lambda: run_lib.train_population(
+        agent, task, seeds=seeds, sweep=sweep, root=root,
+        backend=args.backend or 'cpu', num_envs=args.num_envs,
+        steps=args.steps, overrides=inputs.overrides,
+        eval_every=args.eval_every, eval_episodes=args.eval_episodes or 10,
+        env_options=inputs.env_options, names=names, **common)
+  result, error = _run_training(start, out, refused)
+  if error is not None:
+    return error
+  for member in result.members:
+    if args.quiet:
+      print(f'{member.out}: {run_lib.final_line(member)}', flush=True)
+    print(f'run saved to {member.out}')
+  return 0
+
+
+def _grid(seeds, sweep):
+  """(member seeds, {field: member values}), as the population orders them."""
+  from roxie import loops  # pylint: disable=g-import-not-at-top
+  return loops.population_grid(seeds, sweep)
 
 
 def _train_inputs(

@@ -14,9 +14,11 @@ from roxie.loops.compiled import make_compiled_loop
 from roxie.loops.evaluate import EvalResult
 from roxie.loops.evaluate import make_evaluator
 from roxie.loops.host import HostPhysicsInUse
+from roxie.loops.population import check_hparams
 from roxie.loops.population import make_population_loop
 from roxie.loops.population import member
 from roxie.loops.population import member_config
+from roxie.loops.population import population_env
 from roxie.loops.population import population_grid
 from roxie.loops.population import population_keys
 from roxie.loops.population import sweepable_fields
@@ -35,9 +37,11 @@ __all__ = (
     'make_compiled_loop',
     'make_env_step',
     'make_evaluator',
+    'check_hparams',
     'make_population_loop',
     'member',
     'member_config',
+    'population_env',
     'population_grid',
     'population_keys',
     'sweepable_fields',

@@ -113,12 +113,24 @@ def population_env(env, population: int):
 
   Returns:
     An env whose `num_envs` is still B (per member), to be used only under
-    a vmap over P members.
+    a vmap over P members. An env that is already a population env of P
+    members is returned as it is (so a caller that keeps the population env,
+    e.g. to checkpoint its host physics, can pass it to
+    `make_population_loop`).
+
+  Raises:
+    ValueError: `env` is a population env of another size.
   """
   if dataclasses.is_dataclass(env) and 'env' in {
       f.name for f in dataclasses.fields(env)}:
     return dataclasses.replace(env, env=population_env(env.env, population))
   physics = getattr(env, 'physics', None)
+  members = getattr(physics, 'num_members', None)
+  if members is not None:
+    if int(members) != int(population):
+      raise ValueError(f'This env is already a population env of {members} '
+                       f'members, not {population}.')
+    return env
   if callable(getattr(physics, 'population', None)):
     return dataclasses.replace(env, physics=physics.population(population))
   return env

@@ -107,7 +107,8 @@ somewhere it may be swallowed (an XLA garbage-collector callback).
 
 
 # The modules, lowest first (docs/ARCHITECTURE.md): errors, files, config,
-# signals, logging, health, programs, schedules, checkpoints, trainer.
+# signals, logging, health, programs, schedules, checkpoints, trainer,
+# population.
 # Every name callers imported when roxie.run was one module is here.
 # pylint: disable=unused-import,g-bad-import-order
 from roxie.run.errors import (
@@ -119,6 +120,7 @@ from roxie.run.files import (
     STATE_FILE,
     CONFIG_FILE,
     METRICS_FILE,
+    POPULATION_FILE,
     TENSORBOARD_DIR,
     LOCK_FILE,
     RESTART_SUFFIX,
@@ -229,4 +231,13 @@ from roxie.run.trainer import (
     _nan,
     final_line,
     evaluate_run,
+)
+from roxie.run.population import (
+    PopulationResult,
+    member_names,
+    parse_seeds,
+    parse_sweep,
+    population_dirs,
+    resume_population,
+    train_population,
 )

@@ -55,12 +55,14 @@ class _Runner:
                   if f.name in d})
 
 
-def _items(progs: Programs, state, runner_key, save_replay: bool):
-  """The checkpoint items of a LoopState (host physics read now)."""
+def _items(progs: Programs, state, runner_key, save_replay: bool,
+           host_rows=None):
+  """The checkpoint items of a LoopState (host physics read now, or given)."""
   loop_item = {'state': state._replace(agent=(), replay=()),
                'runner_key': runner_key}
   if progs.host_physics:
-    loop_item['host_physics'] = progs.env.get_host_state()
+    loop_item['host_physics'] = (progs.env.get_host_state()
+                                 if host_rows is None else host_rows)
   replay = state.replay if (save_replay and not progs.recipe.on_policy) else None
   return {'agent': state.agent, 'loop': loop_item, 'replay': replay}
 
@@ -119,10 +121,29 @@ def _check_identity(path: str, saved: Optional[Mapping[str, Any]],
 
 
 def _load_checkpoint(path: str, progs: Programs, run: RunConfig, seed_key):
-  """(LoopState on device, runner key, _Runner, replay restored?) from path."""
+  """(LoopState on device, runner key, _Runner, replay restored?) from path.
+
+  On the native backend the host physics is restored into `progs.env`.
+  """
+  templates = _templates(progs, seed_key)
+  state, key, runner, replay_restored, host_rows = _read_checkpoint(
+      path, progs, run, templates)
+  state = distributed.put_like(state, templates[1])  # As the program lays it out.
+  if progs.host_physics:
+    progs.env.set_host_state(host_rows)
+  return state, key, runner, replay_restored
+
+
+def _read_checkpoint(path: str, progs: Programs, run: RunConfig, templates):
+  """(LoopState, runner key, _Runner, replay restored?, host rows) from path.
+
+  `templates` is `_templates(progs, seed_key)`. The state's leaves are host
+  arrays; the host physics rows (None off the native backend) are returned,
+  not restored.
+  """
   doc = ckpt_lib.read_meta(path)
   _check_identity(path, (doc.get('meta') or {}).get('run'), run)
-  templates, shapes = _templates(progs, seed_key)
+  templates, shapes = templates
   items, doc = ckpt_lib.restore(path, templates, optional=('replay',))
   try:
     runner = _Runner.from_json(doc['meta']['runner'])
@@ -139,15 +160,13 @@ def _load_checkpoint(path: str, progs: Programs, run: RunConfig, seed_key):
     replay = jax.tree.map(lambda s: np.zeros(s.shape, s.dtype), shapes.replay)
   loop_item = items['loop']
   state = loop_item['state']._replace(agent=items['agent'], replay=replay)
-  state = distributed.put_like(state, shapes)  # As the program lays it out.
-  if progs.host_physics:
-    progs.env.set_host_state(loop_item['host_physics'])
-  return state, jnp.asarray(loop_item['runner_key']), runner, replay_restored
+  return (state, jnp.asarray(loop_item['runner_key']), runner,
+          replay_restored, loop_item.get('host_physics'))
 
 
 def _save_checkpoint(out: str, progs: Programs, state, key, runner: _Runner,
                      run: Any, csv_log, *, wall: float, save_replay: bool,
-                     keep: int) -> None:
+                     keep: int, host_rows=None) -> None:
   """Writes a checkpoint of `state` at runner.env_steps, and agent_state.npz.
 
   Args:
@@ -161,6 +180,8 @@ def _save_checkpoint(out: str, progs: Programs, state, key, runner: _Runner,
     wall: seconds trained so far.
     save_replay: whether the replay is an item.
     keep: how many checkpoints to keep.
+    host_rows: the host physics rows to save (default: read from
+      `progs.env`; a population member passes its own).
   """
   run = as_run_config(run)
   jax.block_until_ready(state)  # Host physics is read after the program ran.
@@ -177,7 +198,7 @@ def _save_checkpoint(out: str, progs: Programs, state, key, runner: _Runner,
     ckpt_meta['contents'] = AGENT_ONLY
     items = {'agent': distributed.local_copy(state.agent)}
   else:
-    items = _items(progs, state, key, save_replay)
+    items = _items(progs, state, key, save_replay, host_rows)
   ckpt_lib.save(out, runner.env_steps, items, meta=ckpt_meta, keep=keep,
                 files={METRICS_FILE: csv_log.text()})
   save_agent_state(os.path.join(out, STATE_FILE),

@@ -23,6 +23,10 @@ CONFIG_FILE = 'config.json'
 METRICS_FILE = 'metrics.csv'
 
 
+# In each member's directory of a population (see roxie.run.population).
+POPULATION_FILE = 'population.json'
+
+
 TENSORBOARD_DIR = 'tensorboard'
 
 

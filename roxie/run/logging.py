@@ -123,11 +123,11 @@ class _Progress:
     if self.enabled:
       print(line, flush=True)
 
-  def write(self, row: Mapping[str, Any]) -> None:
+  def write(self, row: Mapping[str, Any], label: str = '') -> None:
     """The line of an evaluation row (stdout, when enabled)."""
     health = [f'{k}={row[k]}' for k in ('clipped_actions', 'diverged_envs')
               if row.get(k)]
-    self.log(f'steps={row["env_steps"]} eval_return={row["eval_return"]:.1f} '
+    self.log((f'[{label}] ' if label else '') + f'steps={row["env_steps"]} eval_return={row["eval_return"]:.1f} '
              f'train_return={row["train_episode_return"]:.1f} '
              f'sps={row["sps"]:,.0f} time={row["wall_time"]:.0f}s'
              + (' ' + ' '.join(health) if health else ''))

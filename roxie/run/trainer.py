@@ -27,7 +27,7 @@ from roxie.run import programs as programs_lib
 from roxie.run.checkpoints import _Runner, _load_checkpoint, _save_checkpoint, load_run_agent_state, older_checkpoint_hint
 from roxie.run.config import AGENT_ONLY, DEFAULT_TASK, RunConfig, _agent_name, _check_positive, _rounding_notes, check_resumable, load_run_config, new_run_config, whole_iterations
 from roxie.run.errors import Interrupted, RunError, TrainingFault
-from roxie.run.files import CONFIG_FILE, DEFAULT_KEEP_CHECKPOINTS, METRICS_FILE, RESTART_SUFFIX, TENSORBOARD_DIR, _count_rows, _run_lock, _saved_total
+from roxie.run.files import CONFIG_FILE, DEFAULT_KEEP_CHECKPOINTS, METRICS_FILE, POPULATION_FILE, RESTART_SUFFIX, TENSORBOARD_DIR, _count_rows, _run_lock, _saved_total
 from roxie.run.health import _count_inexact, _health, _host_errors, _nonfinite_message, nonfinite_leaves
 from roxie.run.logging import Logger, _MetricsCsv, _Progress, _TensorBoard, _warn, check_tensorboard
 from roxie.run.programs import ProgramCache, Programs
@@ -174,6 +174,12 @@ def resume(run_dir: str, *, steps: Optional[int] = None,
     check_tensorboard()
   run, _, _ = load_run_config(run_dir)
   check_resumable(run, run_dir)
+  if os.path.exists(os.path.join(run_dir, POPULATION_FILE)):
+    raise RunError(
+        f'{run_dir} is a member of a population ({POPULATION_FILE}): resuming '
+        'it alone would leave the other members behind. Resume the whole '
+        f'population with roxie.run.resume_population({run_dir!r}) (what '
+        f'`roxie train --resume {run_dir}` does).')
   missing = run.missing_run_fields()
   if missing:
     raise RunError(f'{run_dir} was written by an older roxie without '
