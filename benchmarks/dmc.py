@@ -1,8 +1,10 @@
 """The DeepMind Control benchmark: agents x tasks x seeds at env-step budgets.
 
-Each (agent, task, seed) trains once, on the native CPU backend, in a child
-`roxie train` process, up to the largest budget; the evaluation nearest
-each budget gives that budget's row, which records the evaluation's actual
+Each (agent, task) trains its seeds once, on the native CPU backend, as one
+population (`roxie train --seeds`: all seeds in one compiled program, one
+run directory per seed) in a child process, up to the largest budget; for
+each seed, the evaluation nearest each budget gives that budget's row,
+which records the evaluation's actual
 env steps. (Evaluations land where a compiled call ends, and a call's env
 steps are a multiple of num_envs x action repeat, which need not divide
 `--eval-every`: with 8 envs and action repeat 8, calls of 19,968 steps put
@@ -21,6 +23,9 @@ Resumable: a cell already in the CSV is skipped; a run killed part-way
 resumes from its last checkpoint in `--runs` (`roxie train --resume`).
 CPU seconds (user + system of the training process, summed over resumes)
 sit beside wall-clock: on a shared machine they are the figure to compare.
+A seed trained in a population of P is charged 1/P of the process's CPU
+time (the members share one program) and all of its wall-clock. Seeds
+trained as single runs by dmc.py up to 4f9daed resume as single runs.
 
 The action repeat comes from one table shared by every recipe
 (`roxie.envs.tasks.ACTION_REPEAT`, the values of PlaNet / CURL / DrQ) unless
@@ -46,7 +51,7 @@ import platform
 import subprocess
 import sys
 import time
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(HERE, 'results')
@@ -206,20 +211,22 @@ def _has_field(agent: str, field: str) -> bool:
   return field in {f.name for f in dataclasses.fields(get_agent(agent).Config)}
 
 
-def new_run_command(args, agent: str, task: str, seed: int, steps: int,
-                    run_dir: str) -> List[str]:
-  """`roxie train` arguments that start a cell's run.
+def new_run_command(args, agent: str, task: str, seeds: Sequence[int],
+                    steps: int, root: str) -> List[str]:
+  """`roxie train` arguments that start a population of the cell's seeds.
 
-  The task table's action repeat goes, as `--set`, to every agent whose
-  Config has the field (PPO's has none); `roxie train` applies the same
-  table itself, to PPO too, so the command only makes it explicit.
+  The members go in `root` as `<agent>-<task>-seed<k>`. The task table's
+  action repeat goes, as `--set`, to every agent whose Config has the field
+  (PPO's has none); `roxie train` applies the same table itself, to PPO
+  too, so the command only makes it explicit.
   """
   overrides = dict(args.overrides)
   sets = dict(overrides)
   if _has_field(agent, 'action_repeat'):
     sets['action_repeat'] = str(action_repeat_for(task, overrides))
-  cmd = ['train', '--agent', agent, '--task', task, '--seed', str(seed),
-         '--steps', str(steps), '--out', run_dir, '--eval-every',
+  cmd = ['train', '--agent', agent, '--task', task,
+         '--seeds', ','.join(str(int(s)) for s in seeds) + ',',
+         '--steps', str(steps), '--out', root, '--eval-every',
          str(args.eval_every), '--eval-episodes', str(args.eval_episodes)]
   if args.episode_length:
     cmd += ['--episode-length', str(args.episode_length)]
@@ -262,39 +269,92 @@ def _metrics(run_dir: str) -> List[Dict[str, str]]:
           if r.get('eval_return') not in (None, '')]
 
 
-def train_cell(args, agent: str, task: str, seed: int, budgets: Sequence[int],
-               done: Iterable[int], identity: Tuple[str, str]) -> None:
-  """Trains (or resumes) one run and appends each budget's row as it lands."""
-  variant, overrides = args.variant, dict(args.overrides)
-  name = f'{agent}-{task}-seed{seed}' + ('' if variant == 'default'
-                                         else f'-{variant}')
-  run_dir = os.path.join(args.runs, name)
-  steps = max(budgets)
-  pending = sorted(set(budgets) - set(done))
-  state = _load_state(run_dir) if os.path.isdir(run_dir) else None
-  if os.path.exists(os.path.join(run_dir, 'config.json')):
-    cmd = ['train', '--resume', run_dir, '--steps', str(steps)]
-  else:
-    cmd = new_run_command(args, agent, task, seed, steps, run_dir)
-    state = None
-  state = state or {'cpu_s': 0.0, 'wall_s': 0.0, 'evals': []}
+def _member_dir(args, agent: str, task: str, seed: int) -> str:
+  """A seed's run directory: `<agent>-<task>-seed<k>` under --runs (under
+  --runs/<variant> for a variant other than the default)."""
+  root = (args.runs if args.variant == 'default'
+          else os.path.join(args.runs, args.variant))
+  return os.path.join(root, f'{agent}-{task}-seed{seed}')
+
+
+def _legacy_dir(args, agent: str, task: str, seed: int) -> str:
+  """Where dmc.py up to 4f9daed put a seed's single run (kept to resume it)."""
+  return os.path.join(args.runs, f'{agent}-{task}-seed{seed}' + (
+      '' if args.variant == 'default' else f'-{args.variant}'))
+
+
+def plan_children(args, agent: str, task: str, pending: Sequence[int]
+                  ) -> List[Tuple[List[Tuple[int, str]], List[str]]]:
+  """The `roxie train` children that train the pending seeds of a cell.
+
+  A seed with a single run of its own from before (a run directory without
+  population.json) resumes it alone; seeds already in a population resume
+  that population (all its members); the rest start one population: all
+  their seeds in one compiled program (`roxie train --seeds`).
+
+  Returns:
+    [(members [(seed, run_dir)], roxie train arguments)].
+  """
+  from roxie import run as run_lib  # pylint: disable=g-import-not-at-top
+  steps = str(max(args.budgets))
+  children, fresh, covered = [], [], set()
+  for seed in pending:
+    if seed in covered:
+      continue
+    single = _legacy_dir(args, agent, task, seed)
+    member = _member_dir(args, agent, task, seed)
+    if os.path.exists(os.path.join(member, run_lib.POPULATION_FILE)):
+      dirs, _ = run_lib.population_dirs(member)
+      members = [(int(os.path.basename(os.path.normpath(d)).rsplit(
+          'seed', 1)[1]), d) for d in dirs]
+      covered.update(s for s, _ in members)
+      children.append((members,
+                       ['train', '--resume', member, '--steps', steps]))
+    elif os.path.exists(os.path.join(single, run_lib.CONFIG_FILE)):
+      children.append(([(seed, single)],
+                       ['train', '--resume', single, '--steps', steps]))
+    else:
+      fresh.append(seed)
+  if fresh:
+    members = [(s, _member_dir(args, agent, task, s)) for s in fresh]
+    children.append((members, new_run_command(
+        args, agent, task, fresh, max(args.budgets),
+        os.path.dirname(members[0][1]))))
+  return children
+
+
+def train_members(args, agent: str, task: str,
+                  members: Sequence[Tuple[int, str]], cmd: Sequence[str],
+                  done: Mapping[int, Iterable[int]],
+                  identity: Tuple[str, str]) -> None:
+  """Runs one `roxie train` child; appends each member's rows as they land.
+
+  A child trains one run or a population (one program for its P members);
+  each member is charged 1/P of the child's CPU time and all its wall-clock.
+  """
+  variant = args.variant
+  pending = {s: sorted(set(args.budgets) - set(done.get(s, ())))
+             for s, _ in members}
+  resuming = '--resume' in cmd
+  states = {s: (_load_state(d) if resuming and os.path.isdir(d) else None)
+            or {'cpu_s': 0.0, 'wall_s': 0.0, 'evals': []}
+            for s, d in members}
   version, commit = identity
-  label = f'{agent} {task} seed {seed}'
-  print(f'[dmc] {label}: {" ".join(cmd[:3])} ... (budgets {pending})',
-        flush=True)
+  label = f'{agent} {task} seed{"s" if len(members) > 1 else ""} ' + ','.join(
+      str(s) for s, _ in members)
+  print(f'[dmc] {label}: {" ".join(cmd[:3])} ... (budgets '
+        f'{sorted(set(b for p in pending.values() for b in p))})', flush=True)
   start = time.time()
   proc = subprocess.Popen([sys.executable, '-m', 'roxie.cli', *cmd, '--quiet'],
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           text=True)
-  base_cpu, base_wall = state['cpu_s'], state['wall_s']
+  base = {s: (st['cpu_s'], st['wall_s']) for s, st in states.items()}
+  share = 1.0 / len(members)
   cpu = 0.0
   log: List[str] = []
 
-  def poll() -> None:
-    nonlocal cpu
-    now = _cpu_seconds(proc.pid)
-    if now is not None:
-      cpu = now
+  def poll_member(seed: int, run_dir: str) -> None:
+    state, (base_cpu, base_wall) = states[seed], base[seed]
     seen = {int(e['env_steps']) for e in state['evals']}
     for r in _metrics(run_dir):
       n = int(float(r['env_steps']))
@@ -303,16 +363,17 @@ def train_cell(args, agent: str, task: str, seed: int, budgets: Sequence[int],
       state['evals'].append(dict(
           env_steps=n, eval_return=float(r['eval_return']),
           eval_return_std=float(r.get('eval_return_std') or 'nan'),
-          cpu_s=round(base_cpu + cpu, 1),
+          cpu_s=round(base_cpu + cpu * share, 1),
           wall_s=round(base_wall + time.time() - start, 1)))
       seen.add(n)
-      print(f'[dmc] {label}: {n} env steps, eval {float(r["eval_return"]):.1f}'
-            f' ({base_cpu + cpu:.0f} CPU s)', flush=True)
-    state['cpu_s'] = base_cpu + cpu
+      print(f'[dmc] {agent} {task} seed {seed}: {n} env steps, eval '
+            f'{float(r["eval_return"]):.1f} ({base_cpu + cpu * share:.0f} '
+            'CPU s)', flush=True)
+    state['cpu_s'] = base_cpu + cpu * share
     state['wall_s'] = base_wall + time.time() - start
     if os.path.isdir(run_dir):
       _save_state(run_dir, state)
-    for budget in list(pending):
+    for budget in list(pending[seed]):
       e = budget_evaluation(state['evals'], budget)
       if e is not None:
         append_row(args.results, COLUMNS, dict(
@@ -323,7 +384,15 @@ def train_cell(args, agent: str, task: str, seed: int, budgets: Sequence[int],
             eval_episodes=args.eval_episodes, cpu_s=e['cpu_s'],
             wall_s=e['wall_s'], version=version, commit=commit,
             machine=machine()))
-        pending.remove(budget)
+        pending[seed].remove(budget)
+
+  def poll() -> None:
+    nonlocal cpu
+    now = _cpu_seconds(proc.pid)
+    if now is not None:
+      cpu = now
+    for seed, run_dir in members:
+      poll_member(seed, run_dir)
 
   # The child's output is read on a thread so that a chatty child never blocks.
   import threading  # pylint: disable=g-import-not-at-top
@@ -343,14 +412,16 @@ def train_cell(args, agent: str, task: str, seed: int, budgets: Sequence[int],
   if proc.returncode != 0:
     tail = ''.join(log[-15:])
     raise RuntimeError(f'{label}: roxie train exited {proc.returncode}:\n{tail}')
-  if pending:
-    raise RuntimeError(f'{label}: finished without an evaluation at or after '
-                       f'{pending}; see {run_dir}/metrics.csv')
-  append_curves(args.curves, state['evals'], dict(
-      agent=agent, task=task, seed=seed, variant=variant, version=version,
-      commit=commit))
-  state['curves_written'] = True
-  _save_state(run_dir, state)
+  for seed, run_dir in members:
+    if pending[seed]:
+      raise RuntimeError(f'{label}: seed {seed} finished without an '
+                         f'evaluation at or after {pending[seed]}; see '
+                         f'{run_dir}/metrics.csv')
+    append_curves(args.curves, states[seed]['evals'], dict(
+        agent=agent, task=task, seed=seed, variant=variant, version=version,
+        commit=commit))
+    states[seed]['curves_written'] = True
+    _save_state(run_dir, states[seed])
 
 
 def _overrides_text(args) -> str:
@@ -436,6 +507,15 @@ def parse_args(argv=None):
   return args
 
 
+def _done(rows, agent: str, task: str, variant: str) -> Dict[int, List[int]]:
+  """{seed: budgets with a row} of one (agent, task, variant)."""
+  done: Dict[int, List[int]] = {}
+  for r in rows:
+    if (r['agent'], r['task'], r['variant']) == (agent, task, variant):
+      done.setdefault(int(r['seed']), []).append(int(r['budget']))
+  return done
+
+
 def main(argv=None) -> int:
   try:
     args = parse_args(argv)
@@ -451,18 +531,17 @@ def main(argv=None) -> int:
     failed = 0
     for agent in args.agents:
       for task in args.tasks:
-        for seed in args.seeds:
-          done = {int(r['budget']) for r in rows
-                  if (r['agent'], r['task'], int(r['seed']), r['variant'])
-                  == (agent, task, seed, args.variant)}
-          if set(args.budgets) <= done:
-            continue
+        done = _done(rows, agent, task, args.variant)
+        pending = [s for s in args.seeds
+                   if not set(args.budgets) <= set(done.get(s, ()))]
+        for members, cmd in plan_children(args, agent, task, pending):
           try:
-            train_cell(args, agent, task, seed, args.budgets, done, identity)
+            train_members(args, agent, task, members, cmd, done, identity)
           except RuntimeError as e:
             failed += 1
             print(f'[dmc] {e}', file=sys.stderr, flush=True)
           rows = read_rows(args.results, COLUMNS)
+          done = _done(rows, agent, task, args.variant)
   try:
     import dmc_report  # pylint: disable=g-import-not-at-top
   except ImportError:

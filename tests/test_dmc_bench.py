@@ -17,9 +17,10 @@ sys.path.insert(0, BENCH)
 import dmc  # pylint: disable=g-import-not-at-top,wrong-import-position
 import dmc_report  # pylint: disable=g-import-not-at-top,wrong-import-position
 
-# One seed of SAC on CartpoleBalance for 2,000 env steps, 100-step episodes,
-# tiny networks: about a minute on 2 cores, most of it the child's compile.
-TINY = ('--agents', 'sac', '--tasks', 'CartpoleBalance', '--seeds', '1',
+# Two seeds of SAC on CartpoleBalance (one population: one program) for
+# 2,000 env steps, 100-step episodes, tiny networks: about a minute on 2
+# cores, most of it the child's compile.
+TINY = ('--agents', 'sac', '--tasks', 'CartpoleBalance', '--seeds', '2',
         '--budgets', '2000', '--eval-every', '1000', '--episode-length', '100',
         '--set', 'warmup_steps=500', '--set', 'hidden_sizes=16,16',
         '--set', 'batch_size=32', '--set', 'num_envs=2', '--variant', 'tiny')
@@ -51,12 +52,16 @@ def test_tiny_run_writes_its_row_skips_it_when_rerun_and_reports(tmp_path):
   before = os.stat(real_md).st_mtime_ns if os.path.exists(real_md) else None
   proc = _bench(tmp_path, *TINY)
   assert proc.returncode == 0, proc.stdout + proc.stderr
-  rows = _read(tmp_path / 'dmc.csv')
-  assert len(rows) == 1
+  # One child (a population) for both seeds.
+  assert proc.stdout.count('train --agent') == 1
+  assert 'sac CartpoleBalance seeds 0,1: train --agent' in proc.stdout
+  rows = sorted(_read(tmp_path / 'dmc.csv'), key=lambda r: r['seed'])
+  assert [r['seed'] for r in rows] == ['0', '1']
   row = rows[0]
   assert list(row) == list(dmc.COLUMNS)
   assert (row['agent'], row['task'], row['seed'], row['budget'],
           row['variant']) == ('sac', 'CartpoleBalance', '0', '2000', 'tiny')
+  assert rows[0]['eval_return'] != rows[1]['eval_return']  # Two seeds.
   assert 'episode_length=100' in row['overrides']
   assert 'hidden_sizes=16,16' in row['overrides']
   # 8 env steps per call (2 envs, action repeat 1) divide 1,000: exact.
@@ -69,12 +74,14 @@ def test_tiny_run_writes_its_row_skips_it_when_rerun_and_reports(tmp_path):
   assert row['commit'] and row['machine']
   import roxie  # pylint: disable=g-import-not-at-top
   assert row['version'] == roxie.__version__
-  curve = _read(tmp_path / 'curves.csv')
+  curve = [r for r in _read(tmp_path / 'curves.csv') if r['seed'] == '0']
   assert [int(r['env_steps']) for r in curve] == [1000, 2000]
   assert curve[-1]['eval_return'] == row['eval_return']
   # The report went beside the tmp CSVs, not into benchmarks/results.
   md = (tmp_path / 'DMC.md').read_text()
-  assert '| CartpoleBalance | sac (tiny) | 1* |' in md
+  assert '| CartpoleBalance | sac (tiny) | 2* |' in md
+  assert (tmp_path / 'runs' / 'tiny' / 'sac-CartpoleBalance-seed1' /
+          'population.json').exists()
   assert (tmp_path / 'dmc_curves.png').stat().st_size > 0
   assert (tmp_path / 'dmc_aggregate.png').stat().st_size > 0
   after = os.stat(real_md).st_mtime_ns if os.path.exists(real_md) else None
@@ -301,13 +308,38 @@ def test_report_takes_the_nearer_evaluation_from_the_curves(tmp_path):
           '119,808)') in line
 
 
+def test_children_resume_old_single_runs_and_populations_and_start_the_rest(
+    tmp_path):
+  args = dmc.parse_args(['--agents', 'sac', '--tasks', 'CheetahRun',
+                         '--runs', str(tmp_path)])
+  runs = tmp_path
+  # Seed 0: a single run of dmc.py before populations; seeds 1 and 2: one
+  # population; seeds 3 and 4: nothing yet.
+  (runs / 'sac-CheetahRun-seed0').mkdir()
+  (runs / 'sac-CheetahRun-seed0' / 'config.json').write_text('{}')
+  for s in (1, 2):
+    d = runs / f'sac-CheetahRun-seed{s}'
+    d.mkdir()
+    (d / 'population.json').write_text(
+        '{"members": ["sac-CheetahRun-seed1", "sac-CheetahRun-seed2"]}')
+  children = dmc.plan_children(args, 'sac', 'CheetahRun', [0, 1, 2, 3, 4])
+  assert [[s for s, _ in members] for members, _ in children] == [
+      [0], [1, 2], [3, 4]]
+  assert children[0][1][:3] == ['train', '--resume',
+                                str(runs / 'sac-CheetahRun-seed0')]
+  assert children[1][1][:2] == ['train', '--resume']
+  cmd = children[2][1]
+  assert cmd[cmd.index('--seeds') + 1] == '3,4,'
+  assert cmd[cmd.index('--out') + 1] == str(runs)
+
+
 @pytest.mark.parametrize('agent, repeat', [('sac', '2'), ('td3', '2'),
                                            ('ppo', None)])
 def test_new_runs_take_the_task_tables_action_repeat_where_the_agent_has_it(
     agent, repeat):
   # PPO's Config has no action_repeat: passing one made every PPO cell fail.
   args = dmc.parse_args(['--agents', agent, '--tasks', 'FingerSpin'])
-  cmd = dmc.new_run_command(args, agent, 'FingerSpin', 0, 1000, '/tmp/x')
+  cmd = dmc.new_run_command(args, agent, 'FingerSpin', [0], 1000, '/tmp/x')
   sets = [cmd[i + 1] for i, a in enumerate(cmd) if a == '--set']
   expected = [] if repeat is None else [f'action_repeat={repeat}']
   assert sets == expected
