@@ -1,11 +1,14 @@
 """Learning curves of training runs: `roxie plot DIR [DIR ...] -o out.png`.
 
-Reads each run's `config.json` (agent, task, seed) and `metrics.csv`, and
-draws the evaluation return against environment steps and against
-wall-clock time, in two panels. Runs of the same agent on the same task form
-a group: each run is a thin line, and the group's mean over runs a thick one
-with an interval (standard error or min-max across runs), both interpolated
-onto a common x grid where every run of the group has data.
+Reads each run's `config.json` (agent, task, seed, settings) and
+`metrics.csv`, and draws the evaluation return against environment steps
+and against wall-clock time, in two panels. Runs of the same agent on the
+same task with the same settings (seeds aside) form a group: each run is a
+thin line, and the group's mean over runs a thick one with an interval
+(standard error or min-max across runs), both interpolated onto a common x
+grid where every run of the group has data. Where runs of one agent and
+task differ in a setting (the members of a `--sweep`, say), each value is a
+group of its own, labelled with it (`sac on CheetahRun, critic_lr=0.001`).
 
 Needs matplotlib (`pip install 'roxie[plot]'`); drawing uses its Agg canvas
 directly, so no display and no pyplot state are involved.
@@ -53,10 +56,58 @@ class RunCurve:
   env_steps: np.ndarray
   wall_time: np.ndarray
   value: np.ndarray
+  # The run's settings but the seed (the agent config's fields, the env
+  # options, the steps per evaluation...), each value as JSON text.
+  settings: Dict[str, str] = dataclasses.field(default_factory=dict)
 
   @property
   def group(self) -> Tuple[str, str]:
     return self.agent, self.task
+
+
+# Settings that do not make runs differ (a resume may extend the total).
+_NOT_SETTINGS = ('agent', 'task', 'seed', 'steps', 'config')
+
+
+def _settings(cfg: dict) -> Dict[str, str]:
+  """config.json's settings, flattened (agent config fields by their name)."""
+  out = {k: json.dumps(v, sort_keys=True) for k, v in cfg.items()
+         if k not in _NOT_SETTINGS}
+  config = cfg.get('config')
+  if isinstance(config, dict):
+    out.update((k, json.dumps(v, sort_keys=True)) for k, v in config.items())
+  return out
+
+
+def groups_of(runs: Sequence[RunCurve]) -> Dict[str, List[RunCurve]]:
+  """The runs by group label, in the order first seen.
+
+  Runs of one agent and task are split by the settings in which they
+  differ; the label names those settings (`sac on CheetahRun, tau=0.01`).
+  """
+  by_setup: Dict[Tuple[str, str], List[RunCurve]] = {}
+  for r in runs:
+    by_setup.setdefault(r.group, []).append(r)
+  groups: Dict[str, List[RunCurve]] = {}
+  for (agent, task), members in by_setup.items():
+    keys = sorted(set().union(*(m.settings for m in members)))
+    differ = [k for k in keys
+              if len({m.settings.get(k) for m in members}) > 1]
+    for m in members:
+      label = f'{agent} on {task}' + ''.join(
+          f', {k}={_plain(m.settings.get(k))}' for k in differ)
+      groups.setdefault(label, []).append(m)
+  return groups
+
+
+def _plain(text: Optional[str]) -> str:
+  """A setting's JSON text as a label shows it (numbers short, no quotes)."""
+  if text is None:
+    return '-'
+  value = json.loads(text)
+  if isinstance(value, float):
+    return f'{value:g}'
+  return value if isinstance(value, str) else json.dumps(value)
 
 
 def _float(x: str) -> float:
@@ -99,6 +150,7 @@ def read_run(path: str, metric: str = 'eval_return') -> RunCurve:
     raise PlotError(f'{cfg_path} is unreadable or lacks agent/task '
                     f'({e}).') from e
   seed = cfg.get('seed')
+  settings = _settings(cfg)
   csv_path = os.path.join(path, METRICS_FILE)
   if not os.path.isfile(csv_path):
     raise PlotError(f'{path} has no {METRICS_FILE} yet (no evaluation has '
@@ -137,7 +189,8 @@ def read_run(path: str, metric: str = 'eval_return') -> RunCurve:
       seed=int(seed) if isinstance(seed, (int, float)) else None,
       env_steps=np.asarray(order, np.float64),
       wall_time=np.asarray([by_step[s][0] for s in order], np.float64),
-      value=np.asarray([by_step[s][1] for s in order], np.float64))
+      value=np.asarray([by_step[s][1] for s in order], np.float64),
+      settings=settings)
 
 
 def aggregate(xs: Sequence[np.ndarray], ys: Sequence[np.ndarray],
@@ -228,9 +281,7 @@ def plot_runs(run_dirs: Sequence[str], out: str, *,
   runs = [read_run(d, metric) for d in run_dirs]
   Figure, FigureCanvasAgg = _import_matplotlib()  # pylint: disable=invalid-name
 
-  groups: Dict[Tuple[str, str], List[RunCurve]] = {}
-  for r in runs:
-    groups.setdefault(r.group, []).append(r)
+  groups = groups_of(runs)
   fig = Figure(figsize=(width / dpi, height / dpi), dpi=dpi)
   FigureCanvasAgg(fig)
   axes = fig.subplots(1, 2, sharey=True)
@@ -238,9 +289,8 @@ def plot_runs(run_dirs: Sequence[str], out: str, *,
       (np.nanmax(r.wall_time) for r in runs
        if np.isfinite(r.wall_time).any()), default=0.0))
   colors = [f'C{i % 10}' for i in range(len(groups))]
-  for color, ((agent, task), members) in zip(colors, groups.items()):
-    label = f'{agent} on {task}' + (f' ({len(members)} runs)'
-                                    if len(members) > 1 else '')
+  for color, (name, members) in zip(colors, groups.items()):
+    label = name + (f' ({len(members)} runs)' if len(members) > 1 else '')
     _draw_group(axes, members, color=color, label=label, interval=interval,
                 wall_scale=wall_scale)
   _label_axes(axes, metric=metric, wall_unit=wall_unit, interval=interval,
@@ -321,7 +371,8 @@ def add_cli(sub: 'argparse._SubParsersAction') -> None:
   p = sub.add_parser(
       'plot', help='plot learning curves of runs to a PNG',
       description='Plots evaluation return vs env steps and vs wall-clock '
-      'time; runs of the same agent and task are grouped (mean and band).')
+      'time; runs of the same agent and task are grouped (mean and band), '
+      'split by any setting in which they differ.')
   p.add_argument('runs', nargs='+', metavar='DIR', help='run directories')
   p.add_argument('-o', '--out', default='curves.png', help='PNG to write')
   p.add_argument('--metric', default='eval_return',
@@ -348,6 +399,6 @@ def cli_main(args: argparse.Namespace) -> int:
   except (PlotError, ImportError, OSError) as e:
     print(f'roxie: error: {e}', file=sys.stderr)
     return 2
-  groups = len({r.group for r in runs})
+  groups = len(groups_of(runs))
   print(f'wrote {args.out} ({len(runs)} runs, {groups} groups)')
   return 0

@@ -19,10 +19,12 @@ needs_matplotlib = pytest.mark.skipif(
     not HAVE_MPL, reason="matplotlib is not installed (pip install 'roxie[plot]')")
 
 
-def _make_run(path, agent, task, seed, steps, returns, wall=None):
+def _make_run(path, agent, task, seed, steps, returns, wall=None,
+              config=None):
   path.mkdir(parents=True)
   (path / 'config.json').write_text(json.dumps(
-      {'agent': agent, 'task': task, 'seed': seed, 'backend': 'cpu'}))
+      {'agent': agent, 'task': task, 'seed': seed, 'backend': 'cpu',
+       'steps': steps[-1], 'config': config or {'tau': 0.005}}))
   wall = wall if wall is not None else [s / 500. for s in steps]
   with open(path / 'metrics.csv', 'w', newline='') as f:
     w = csv.writer(f)
@@ -139,3 +141,27 @@ def test_missing_matplotlib_names_the_extra(runs, tmp_path, monkeypatch,
   code = cli.main(['plot', runs[0], '-o', str(tmp_path / 'x.png')])
   assert code == 2
   assert "roxie[plot]" in capsys.readouterr().err
+
+
+def test_runs_differing_in_a_setting_are_grouped_by_its_value(tmp_path,
+                                                               capsys):
+  # A population of 2 seeds x 2 critic_lr, as roxie train --sweep writes it
+  # (and one run trained to a larger total: steps is not a setting).
+  dirs = []
+  for lr in (1e-3, 3e-3):
+    for seed in (0, 1):
+      steps = [1000, 2000] + ([3000] if (lr, seed) == (1e-3, 1) else [])
+      dirs.append(_make_run(
+          tmp_path / f'sac-seed{seed}-lr{lr}', 'sac', 'CheetahRun', seed,
+          steps, [float(s) * lr for s in steps],
+          config={'tau': 0.005, 'critic_lr': lr}))
+  runs = [plot.read_run(d) for d in dirs]
+  groups = plot.groups_of(runs)
+  assert list(groups) == ['sac on CheetahRun, critic_lr=0.001',
+                          'sac on CheetahRun, critic_lr=0.003']
+  assert [[r.seed for r in g] for g in groups.values()] == [[0, 1], [0, 1]]
+  # Without a differing setting: one group, labelled as before.
+  assert list(plot.groups_of(runs[:2])) == ['sac on CheetahRun']
+  out = tmp_path / 'sweep.png'
+  assert cli.main(['plot', *dirs, '-o', str(out)]) == 0
+  assert '(4 runs, 2 groups)' in capsys.readouterr().out
