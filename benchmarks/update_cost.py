@@ -21,6 +21,14 @@ network sizes, optimiser):
             from the same state, batch and key (the fused version is the same
             math, not an approximation of it).
 
+Against the machine: each recipe update's achieved GFLOP/s (XLA's cost
+analysis of its program over its measured time) beside the dense float32
+matrix-product rate measured in the same run (`matmul_peak`: square
+products of 256 to 1024, the best median; the practical ceiling for this
+arithmetic on this CPU with XLA's own kernels, all threads), and the
+fraction of it the update reaches. An update-bound agent cannot run faster
+than its FLOPs at that rate.
+
 Timing: compile first, one warm-up call each, then `--repeats` calls of each
 in alternating order (A B, B A, ...), each ended by `block_until_ready`;
 medians. Compare figures from the same run only: the machine may be shared.
@@ -568,6 +576,28 @@ def measure(name, args):
                             np.percentile(times[0], 25)) / H.median(times[0]))
 
 
+def matmul_peak(repeats: int, sizes=(256, 512, 1024)) -> Tuple[float, int]:
+  """(GFLOP/s, size): the best median rate of square f32 matrix products.
+
+  Each product is jitted on its own, so XLA's CPU backend runs it as one
+  library call on all threads: the ceiling the updates' matrix products
+  could reach here, measured under the same load as they are.
+  """
+  best = (0.0, 0)
+  for n in sizes:
+    a = jax.random.normal(jax.random.PRNGKey(0), (n, n), jnp.float32)
+    b = jax.random.normal(jax.random.PRNGKey(1), (n, n), jnp.float32)
+    f = jax.jit(lambda x, y: x @ y)
+    reps = max(3, int(min(50, 2e9 / (2 * n ** 3))))  # ~>= 1 GFLOP per timing
+    def call(f=f, a=a, b=b, reps=reps):
+      for _ in range(reps):
+        out = f(a, b)
+      out.block_until_ready()
+    t = H.median(H.interleaved([call], repeats, warmup=1)[0]) / reps
+    best = max(best, (2 * n ** 3 / t / 1e9, n))
+  return best
+
+
 def _f(x, spec):
   return '-' if (isinstance(x, float) and math.isnan(x)) else format(x, spec)
 
@@ -626,6 +656,9 @@ def main(argv=None):
       'act 6', [f'updates per program {args.updates} (PPO: '
                 f'{args.ppo_updates} whole updates), {args.repeats} '
                 'interleaved repeats, median']), flush=True)
+  peak, peak_n = matmul_peak(max(5, args.repeats // 2))
+  print(f'  calibration: dense f32 matmul {peak:.1f} GFLOP/s (best of square '
+        f'256..1024, at {peak_n}) [load {H.load_now()}]', flush=True)
   rows = []
   for name in names:
     t0 = time.perf_counter()
@@ -650,7 +683,10 @@ def main(argv=None):
                  _f(r['ratio'], '.3f'), _f(r['best_ratio'], '.3f'),
                  _f(r['cpu_ratio'], '.3f'), meets,
                  f'{r["recipe_ms"] / r["steps"]:.3f}', f'{r["spread"]:.0f}%',
-                 _f(r['flops'], '.3f'), _f(r['flops_ratio'], '.3f'),
+                 _f(r['flops'], '.3f'),
+                 _f(r['flops'] / r['recipe_ms'] * 1e3, '.1f'),
+                 _f(100 * r['flops'] / r['recipe_ms'] * 1e3 / peak, '.1f'),
+                 _f(r['flops_ratio'], '.3f'),
                  _f(r['bytes_ratio'], '.3f'), _f(r['check'], '.1e'), f'{r["compile_recipe"]:.1f}',
                  _f(r['compile_fused'], '.1f')])
   print()
@@ -659,11 +695,13 @@ def main(argv=None):
   print('fused/recipe: median of per-repeat wall-time ratios (the target); '
         'best: fastest fused / fastest recipe (the least disturbed runs); '
         'cpu: the same with process CPU time; GFLOP/upd: XLA cost '
-        'analysis of the recipe program; flops/bytes r/f: recipe over fused '
+        'analysis of the recipe program; GFLOP/s: that over the recipe\'s '
+        f'time; % peak: of the dense matmul rate measured here ({peak:.1f} '
+        'GFLOP/s); flops/bytes r/f: recipe over fused '
         '(load-independent: 1.000 means the same arithmetic and traffic)')
   print(H.fmt_table(['agent', 'recipe ms', 'fused ms', 'fused/recipe',
                      'best', 'cpu', '>=0.95', 'per step ms', 'IQR',
-                     'GFLOP/upd', 'flops r/f', 'bytes r/f', 'max|dparam|',
+                     'GFLOP/upd', 'GFLOP/s', '% peak', 'flops r/f', 'bytes r/f', 'max|dparam|',
                      'compile s', 'fused compile s'], rows))
   if args.batch_sweep:
     print()
