@@ -17,6 +17,7 @@ per member that the single-run tools read unchanged. Checked here:
 import json
 import os
 import shutil
+import signal
 
 import numpy as np
 import pytest
@@ -189,3 +190,34 @@ def test_parse_seeds_and_sweep():
       'tau': (0.01, 0.02), 'critic_lr': (3e-4,)}
   assert run_lib.member_names('sac', 'T', (0, 1), {'tau': (0.5, 0.25)}) == [
       'sac-T-seed0-tau=0.5', 'sac-T-seed1-tau=0.25']
+
+
+def test_a_signal_stops_the_population_with_checkpoints_and_it_resumes_exactly(
+    trained, tmp_path, monkeypatch):
+  """SIGINT after the second compiled call: every member checkpoints at that
+  boundary (scheduled checkpoints are put off past the end), Interrupted is
+  raised, and the resumed population equals the uninterrupted one."""
+  from roxie.run import population as population_lib
+  root, _ = trained
+  real, calls = population_lib._call, []
+
+  def call_then_signal(*args, **kwargs):
+    out = real(*args, **kwargs)
+    calls.append(out[2])
+    if len(calls) == 2:
+      os.kill(os.getpid(), signal.SIGINT)
+    return out
+
+  monkeypatch.setattr(population_lib, '_call', call_then_signal)
+  with pytest.raises(run_lib.Interrupted) as stopped:
+    population(tmp_path, checkpoint_every=10_000)
+  assert stopped.value.env_steps == calls[1] < STEPS
+  for name in NAMES:
+    assert ckpt.list_steps(str(tmp_path / name)) == [calls[1]]
+  monkeypatch.setattr(population_lib, '_call', real)
+  run_lib.resume_population(str(tmp_path / NAMES[0]), verbose=False)
+  for name in NAMES:
+    a, b = os.path.join(root, name), str(tmp_path / name)
+    assert_same_checkpoints(ckpt.latest(a), ckpt.latest(b),
+                            skip=(('loop', NATIVE_TOKEN),))
+    assert without_timing(read_rows(a)) == without_timing(read_rows(b))
