@@ -17,6 +17,24 @@ features through a stop-gradient, and sampled observations and next
 observations are randomly shifted (`augment_pad`) before encoding. Flat
 observations go through the identity encoder (`networks.observation_encoder`
 chooses once), so the state-based networks and parameters are unchanged.
+
+On the DeepMind Control benchmark (benchmarks/results/DMC.md) these
+defaults hold CURL's State-SAC figures on CartpoleSwingup, ReacherEasy,
+WalkerWalk and BallInCup at 500k env steps and fall short on CheetahRun
+(~500 against 795) and FingerSpin (IQM 709 against 923). What CheetahRun's
+metrics show (seed 1, 500k env steps, action repeat 4): the entropy sits
+at its target (-6, the action size) from ~140k steps on with alpha ~0.03,
+so exploration is not what limits it; the mean Q is still rising (29 at
+140k, 96 at 320k, 142 at 500k, where a return of ~500 per 1000 steps
+would settle it near 200), and so is the return, about linearly: the critic
+has not caught up with the policy's value when the budget ends. The budget
+is the update count: 8 envs x 4 updates per iteration make 0.5 updates per
+agent step, 62.5k updates in 500k env steps, against the published State
+SAC's one per agent step (125k) with 1024-unit layers (SAC-AE's settings)
+where these are 256. `updates_per_iteration=8` (one per agent step, ~2x
+the CPU) is the `utd1` variant in DMC.md; wider or normalised critics
+(SimbaV2, BRO; `networks.BatchRenormMLP`, examples/crossq.py) are the
+other lever, at more CPU per update.
 """
 
 from __future__ import annotations
