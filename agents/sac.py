@@ -18,10 +18,11 @@ observations are randomly shifted (`augment_pad`) before encoding. Flat
 observations go through the identity encoder (`networks.observation_encoder`
 chooses once), so the state-based networks and parameters are unchanged.
 
-On the DeepMind Control benchmark (benchmarks/results/DMC.md) these
-defaults hold CURL's State-SAC figures on CartpoleSwingup, ReacherEasy,
-WalkerWalk and BallInCup at 500k env steps and fall short on CheetahRun
-(~500 against 795) and FingerSpin (IQM 709 against 923). What CheetahRun's
+On the DeepMind Control benchmark (benchmarks/results/DMC.md has the
+current rows) these defaults reached CURL's State-SAC figures at 500k env
+steps on CartpoleSwingup, ReacherEasy and WalkerWalk, BallInCup within 1
+(973 against 974), and fell short on CheetahRun (~500 against 795) and
+FingerSpin (IQM 709 against 923) when this was written. What CheetahRun's
 metrics show (seed 1, 500k env steps, action repeat 4): the entropy sits
 at its target (-6, the action size) from ~140k steps on with alpha ~0.03,
 so exploration is not what limits it; the mean Q is still rising (29 at
