@@ -162,6 +162,7 @@ def test_a_member_cannot_be_resumed_alone(trained):
 @pytest.mark.parametrize('argv, message', [
     (['--seeds', '0,1', '--seed', '3'], '--seed and --seeds are exclusive'),
     (['--seeds', '0,0'], 'repeats a seed'),
+    (['--seeds', '2', '--task', 'Nope'], "Unknown task 'Nope'"),
     (['--seeds', 'x'], 'cannot read'),
     (['--sweep', 'batch_size=64,128'], 'batch_size'),
     (['--sweep', 'nosuchfield=1,2'], 'nosuchfield'),
@@ -176,10 +177,16 @@ def test_bad_population_input_exits_2_and_writes_nothing(
     tmp_path, capsys, argv, message):
   out = tmp_path / 'runs'
   code = cli.main(['train', '--task', TASK, '--steps', '100', '--out',
-                   str(out)] + argv)
+                   str(out)] + argv)  # A later --task wins.
   assert code == 2
   assert message in capsys.readouterr().err
   assert not out.exists()
+
+
+def test_duplicate_member_names_are_refused(tmp_path):
+  with pytest.raises(run_lib.RunError, match='distinct directory names'):
+    population(tmp_path, seeds=(0, 1), sweep=None, names=['a', 'a'])
+  assert not os.listdir(tmp_path)
 
 
 def test_parse_seeds_and_sweep():

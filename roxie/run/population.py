@@ -349,11 +349,16 @@ def train_population(
       runs.append(new_run_config(agent, task, backend, num_envs, steps, seed,
                                  member_overrides, eval_every, eval_episodes,
                                  env_options, checkpoint_every))
+    except KeyError as e:  # An unknown task.
+      raise RunError(str(e.args[0])) from None
     except (TypeError, ValueError) as e:
       raise RunError(str(e)) from None
   from roxie import agents as agents_lib  # pylint: disable=g-import-not-at-top
   names = list(names or member_names(agents_lib.short_name(agent), task,
                                      member_seeds, hparams))
+  if len(names) != len(runs) or len(set(names)) != len(names):
+    raise RunError(f'A population of {len(runs)} members needs as many '
+                   f'distinct directory names, got {names}.')
   dirs = [os.path.join(root, n) for n in names]
   for d in dirs:
     if os.path.exists(os.path.join(d, CONFIG_FILE)):
