@@ -58,7 +58,8 @@ NAMES = ['sac-CartpoleBalance-seed0-critic_lr=0.001',
          'sac-CartpoleBalance-seed1-critic_lr=0.003']
 
 
-def test_members_are_run_directories_of_their_own_single_runs(trained):
+def test_members_are_run_directories_of_their_own_single_runs(trained,
+                                                                tmp_path):
   root, result = trained
   assert [os.path.basename(r.out) for r in result.members] == NAMES
   for name, (seed, lr) in zip(NAMES, [(0, 1e-3), (1, 1e-3), (0, 3e-3),
@@ -78,6 +79,10 @@ def test_members_are_run_directories_of_their_own_single_runs(trained):
   # The single-run tools read a member as a run.
   ev = run_lib.evaluate_run(os.path.join(root, NAMES[3]), episodes=2)
   assert np.isfinite(float(ev.mean))
+  bundle = str(tmp_path / 'bundle')
+  assert cli.main(['export', '--run', os.path.join(root, NAMES[3]), '--to',
+                   bundle, '--episodes', '2']) == 0
+  assert os.path.exists(os.path.join(bundle, 'policy.npz'))
 
 
 def test_a_member_trains_as_the_single_run_of_its_config(trained, tmp_path):
