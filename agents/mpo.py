@@ -135,7 +135,7 @@ class Config(off_policy.ReplayConfig):
 
 # What `roxie train --obs pixels` changes in the defaults above (`--set`
 # still wins): the off-policy recipes' shared settings from pixels
-# (`networks.PIXEL_RUN_DEFAULTS`: DrQ's for the DeepMind Control tasks,
+# (`off_policy.PIXEL_RUN_DEFAULTS`: DrQ's for the DeepMind Control tasks,
 # scaled to a 2-core CPU: 4 envs, action repeat 8, a 100k replay of frames,
 # batch 128, one update per agent step). The critic, which trains the
 # encoder, takes DrQ's larger learning rate; the policy keeps 3e-4, since
@@ -145,7 +145,7 @@ class Config(off_policy.ReplayConfig):
 # the policy may move). `num_samples` stays 20: from pixels the conv torso
 # dominates the update, and its cost does not grow with N (each observation
 # is encoded once and its features tiled).
-PIXEL_DEFAULTS = dict(networks.PIXEL_RUN_DEFAULTS)
+PIXEL_DEFAULTS = dict(off_policy.PIXEL_RUN_DEFAULTS)
 
 
 class Duals(NamedTuple):

@@ -85,9 +85,9 @@ class Config(off_policy.ReplayConfig):
 # What `roxie train --obs pixels` changes in the defaults above (`--set`
 # still wins): the off-policy recipes' shared settings from pixels (DrQ's
 # for the DeepMind Control tasks, scaled to a 2-core CPU; see
-# `networks.PIXEL_RUN_DEFAULTS`), with DrQ's actor and temperature learning
+# `off_policy.PIXEL_RUN_DEFAULTS`), with DrQ's actor and temperature learning
 # rates.
-PIXEL_DEFAULTS = dict(networks.PIXEL_RUN_DEFAULTS, actor_lr=1e-3,
+PIXEL_DEFAULTS = dict(off_policy.PIXEL_RUN_DEFAULTS, actor_lr=1e-3,
                       alpha_lr=1e-3)
 
 

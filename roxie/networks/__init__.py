@@ -33,7 +33,6 @@ from roxie.networks.pixels import make_shared_encoder
 from roxie.networks.pixels import observation_encoder
 from roxie.networks.pixels import ObservationEncoder
 from roxie.networks.pixels import PixelConfig
-from roxie.networks.pixels import PIXEL_RUN_DEFAULTS
 from roxie.networks.pixels import PixelEncoder
 from roxie.networks.pixels import policy_input
 from roxie.networks.pixels import policy_params_with_encoder
@@ -78,7 +77,6 @@ __all__ = (
     'observation_encoder',
     'ObservationEncoder',
     'PixelConfig',
-    'PIXEL_RUN_DEFAULTS',
     'PixelEncoder',
     'policy_input',
     'policy_params_with_encoder',

@@ -537,27 +537,6 @@ class PixelConfig:
     check_pooling(self.encoder_pooling)  # A bad --set fails at once.
 
 
-# What `roxie train --obs pixels` starts every off-policy recipe from (each
-# recipe's PIXEL_DEFAULTS adds its own learning rates; `--set` still wins):
-# DrQ's settings for the DeepMind Control tasks scaled to a 2-core CPU. 4
-# envs, action repeat 8 (DrQ's on Cartpole), a 100k replay of frames, batch
-# 128, one update per agent step (4 per iteration of the 4 envs), 1,000
-# agent steps of warm-up (8,000 control steps), tau 0.01 (DrQ's critic
-# target rate), and DrQ's larger critic learning rate, since the critic
-# trains the encoder.
-PIXEL_RUN_DEFAULTS = {
-    'num_envs': 4,
-    'replay_capacity': 100_000,
-    'batch_size': 128,
-    'updates_per_iteration': 4,
-    'warmup_steps': 1_000,
-    'critic_lr': 1e-3,
-    'tau': 0.01,
-    'action_repeat': 8,
-    'total_steps': 100_000,
-}
-
-
 def encoder_from_config(config: Any, spec: Any) -> Optional[SharedEncoder]:
   """The `SharedEncoder` a `PixelConfig` asks for; None for flat specs."""
   return make_shared_encoder(
