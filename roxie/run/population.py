@@ -186,11 +186,13 @@ class _Programs:
     host_lib.host_physics(self.env).set_host_state(rows)
 
 
-def _swept_fields(runs: Sequence[RunConfig]) -> List[str]:
-  first = runs[0].agent_config()
-  return [f.name for f in dataclasses.fields(first)
-          if any(getattr(r.agent_config(), f.name) != getattr(first, f.name)
-                 for r in runs[1:])]
+def _swept(runs: Sequence[RunConfig]) -> Dict[str, List[float]]:
+  """{field: the members' values} of the agent-config fields that differ."""
+  configs = [r.agent_config() for r in runs]
+  return {f.name: [float(getattr(c, f.name)) for c in configs]
+          for f in dataclasses.fields(configs[0])
+          if any(getattr(c, f.name) != getattr(configs[0], f.name)
+                 for c in configs[1:])}
 
 
 # Built programs of populations in this process, by their members' settings
@@ -228,16 +230,14 @@ def _build_programs(runs: Sequence[RunConfig]) -> _Programs:
   module = runs[0].agent_module()
   try:
     single = programs_lib.build_programs(runs[0])
-    swept = _swept_fields(runs)
-    hparams = ({f: [float(getattr(r.agent_config(), f)) for r in runs]
-                for f in swept} or None)
+    hparams = _swept(runs) or None
     env = loops.population_env(single.env, len(runs))
     init, run = loops.make_population_loop(
         single.recipe, env, population=len(runs),
         iterations=single.iterations, hparams=hparams, make=module.make)
     evaluators, built = [], {}
-    for r in runs:
-      key = json.dumps(r.to_json()['config'], sort_keys=True, default=repr)
+    for r in runs:  # Members that differ only in the seed share one.
+      key = r.program_key()
       if key not in built:
         built[key] = loops.make_evaluator(
             module.make(r.agent_config(), single.eval_env.spec),
@@ -419,10 +419,8 @@ def resume_population(run_dir: str, *, steps: Optional[int] = None,
     if steps is not None:
       run = dataclasses.replace(run, steps=int(steps))
     runs.append(run)
-  sweep_fields = _swept_fields(runs)
-  hparams = {f: [getattr(r.agent_config(), f) for r in runs]
-             for f in sweep_fields}
-  progs = _build(runs)
+  progs = _build(runs)  # Refuses members that differ but in float fields.
+  hparams = _swept(runs)
   eval_every_n = int(runs[0].eval_every)
   members = [_member(r, d, _label(r, hparams, k), eval_every_n)
              for k, (r, d) in enumerate(zip(runs, dirs))]
