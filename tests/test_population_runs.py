@@ -121,14 +121,24 @@ def _crash_copy(src_root, dst_root, after_step, ahead=()):
 @pytest.mark.parametrize('after, ahead', [(80, ()), (80, (NAMES[1],)),
                                           (0, (NAMES[3],))],
                          ids=['together', 'ahead', 'before-the-first'])
-def test_resumed_population_is_bit_exact(trained, tmp_path, after, ahead):
+def test_resumed_population_is_bit_exact(trained, tmp_path, capsys, after,
+                                         ahead):
   """'before-the-first': killed during the first checkpoint round (one
-  member has it): the population starts again from step 0."""
+  member has it): the population starts again from step 0. 'together' also
+  finds one member's metrics.csv cut mid-row: it is restored from that
+  member's checkpoint, with a warning that shows although verbose=False."""
   root, _ = trained
   copy = tmp_path / 'b'
   _crash_copy(root, copy, after, ahead)
+  damaged = copy / NAMES[1] / run_lib.METRICS_FILE
+  if not ahead:
+    text = damaged.read_text()
+    damaged.write_text(text[:len(text) // 2 + 3])
   result = run_lib.resume_population(str(copy / NAMES[2]), verbose=False,
                                      keep_checkpoints=10)
+  err = capsys.readouterr().err
+  assert ('warning: seed1 critic_lr=0.001: metrics.csv was damaged' in err
+          ) == (not ahead), err
   assert [r.env_steps for r in result.members] == [STEPS] * 4
   for name in NAMES:
     a, b = os.path.join(root, name), os.path.join(copy, name)
@@ -136,6 +146,21 @@ def test_resumed_population_is_bit_exact(trained, tmp_path, after, ahead):
         ckpt.latest(a), ckpt.latest(b),
         skip=(('loop', NATIVE_TOKEN),))  # Native version tokens.
     assert without_timing(read_rows(a)) == without_timing(read_rows(b))
+
+
+def test_a_population_is_refused_in_a_multi_process_job(trained, tmp_path,
+                                                         monkeypatch):
+  """Each process would train and write every member: refused, and nothing
+  is written (resume too)."""
+  root, _ = trained
+  monkeypatch.setattr(run_lib.population.jax, 'process_count', lambda: 2)
+  with pytest.raises(run_lib.RunError, match='one process; this job has 2'):
+    population(tmp_path / 'runs')
+  assert not (tmp_path / 'runs').exists()
+  before = {n: read_rows(os.path.join(root, n)) for n in NAMES}
+  with pytest.raises(run_lib.RunError, match='one process'):
+    run_lib.resume_population(os.path.join(root, NAMES[0]), steps=2 * STEPS)
+  assert {n: read_rows(os.path.join(root, n)) for n in NAMES} == before
 
 
 def test_a_diverged_member_stops_alone_and_the_population_faults(tmp_path):

@@ -55,6 +55,34 @@ class _Runner:
                   if f.name in d})
 
 
+def adopt_metrics(csv_log, runner: _Runner, path: str, replay_restored: bool,
+                  on_policy: bool, who: str = '') -> List[str]:
+  """After restoring the checkpoint at `path`: the run's metrics file.
+
+  `csv_log` (a `roxie.run.logging._MetricsCsv`) keeps the rows the
+  checkpoint recorded (later rows are dropped, a damaged file is rewritten
+  from the checkpoint's copy). Returns the notes a resume shows, single run
+  and population member alike (`who` prefixes them: a member's label);
+  warnings start with 'warning:' so that they show even when quiet.
+  """
+  prefix = f'{who}: ' if who else ''
+  dropped = csv_log.adopt(runner.csv_rows, runner.csv_columns,
+                          saved=ckpt_lib.read_file(path, METRICS_FILE))
+  notes = []
+  if dropped > 0:
+    notes.append(f'{prefix}dropped {dropped} {METRICS_FILE} row(s) written '
+                 'after that checkpoint; they are recomputed.')
+  if csv_log.restored:
+    notes.append(f'warning: {prefix}{METRICS_FILE} was damaged '
+                 f'({csv_log.restored}); restored its {csv_log.rows} '
+                 'row(s) from the checkpoint.')
+  if not on_policy and not replay_restored:
+    notes.append(f'warning: {prefix}{path} has no replay buffer (saved with '
+                 '--no-save-replay): continuing with an EMPTY replay, so '
+                 'this run is no longer exact with an uninterrupted one.')
+  return notes
+
+
 def _items(progs: Programs, state, runner_key, save_replay: bool,
            host_rows=None):
   """The checkpoint items of a LoopState (host physics read now, or given)."""

@@ -53,14 +53,14 @@ from roxie import loops
 from roxie.loops import host as host_lib
 from roxie.run import files
 from roxie.run import programs as programs_lib
-from roxie.run.checkpoints import _Runner, _read_checkpoint, _save_checkpoint, _templates
+from roxie.run.checkpoints import _Runner, _read_checkpoint, adopt_metrics, _save_checkpoint, _templates, older_checkpoint_hint
 from roxie.run.config import DEFAULT_TASK, RunConfig, _agent_name, resolve_config, _check_positive, _rounding_notes, check_resumable, load_run_config, new_run_config, whole_iterations
 from roxie.run.errors import Interrupted, RunError, TrainingFault
 from roxie.run.files import CONFIG_FILE, DEFAULT_KEEP_CHECKPOINTS, METRICS_FILE, POPULATION_FILE, RESTART_SUFFIX, _run_lock
 from roxie.run.health import _count_inexact, _host_errors, _nonfinite_message, nonfinite_leaves
 from roxie.run.logging import _MetricsCsv, _Progress
 from roxie.run.signals import StopRequest, _signal_name
-from roxie.run.trainer import RunResult, _count_episodes, _row
+from roxie.run.trainer import RunResult, _count_episodes, _row, _show_notes
 
 
 @dataclasses.dataclass
@@ -324,6 +324,7 @@ def train_population(
     TrainingFault: a member diverged (the others trained to the end).
   """
   agent = _agent_name(agent)
+  _check_one_process()
   _check_positive(checkpoint_every=checkpoint_every)
   if int(keep_checkpoints) < 2:
     raise RunError('A population keeps at least 2 checkpoints per member (a '
@@ -382,6 +383,17 @@ def train_population(
                   save_replay=save_replay, verbose=verbose)
 
 
+def _check_one_process() -> None:
+  # Members are rows of one program on this process's device; a job of
+  # several processes would have each train (and write) every member.
+  if jax.process_count() > 1:
+    raise RunError(
+        f'A population trains in one process; this job has '
+        f'{jax.process_count()} (jax.distributed). Run it without '
+        '--coordinator/--num-processes, or train the seeds as separate '
+        'multi-process runs.')
+
+
 def _label(run: RunConfig, hparams: Mapping[str, Sequence[float]],
            k: int) -> str:
   return ' '.join([f'seed{run.seed}'] + [f'{f}={float(v[k])!r}'
@@ -400,6 +412,7 @@ def resume_population(run_dir: str, *, steps: Optional[int] = None,
       resume from; roxie.checkpoint.CheckpointError: a checkpoint unreadable
       or of another run.
   """
+  _check_one_process()
   _check_positive(checkpoint_every=checkpoint_every, steps=steps)
   if int(keep_checkpoints) < 2:
     raise RunError('A population keeps at least 2 checkpoints per member.')
@@ -468,16 +481,14 @@ def _restore(progs: _Programs, members: Sequence[_Member]) -> Tuple[Any, List[st
   states, rows = [], []
   for m in live:
     path = os.path.join(ckpt_lib.checkpoint_dir(m.out), ckpt_lib.step_name(step))
-    state, m.key, m.runner, replay_restored, host = _read_checkpoint(
-        path, progs.single, m.run, templates)
-    if not replay_restored and not progs.single.recipe.on_policy:
-      notes.append(f'warning: {path} has no replay buffer: {m.label} goes on '
-                   'with an EMPTY replay, no longer exact.')
-    dropped = m.csv_log.adopt(m.runner.csv_rows, m.runner.csv_columns,
-                              saved=ckpt_lib.read_file(path, METRICS_FILE))
-    if dropped > 0:
-      notes.append(f'{m.label}: dropped {dropped} {METRICS_FILE} row(s) '
-                   'written after that checkpoint; they are recomputed.')
+    try:
+      state, m.key, m.runner, replay_restored, host = _read_checkpoint(
+          path, progs.single, m.run, templates)
+    except ckpt_lib.CheckpointError as e:
+      raise ckpt_lib.CheckpointError(f'{e}{older_checkpoint_hint(path)}'
+                                     ) from None
+    notes += adopt_metrics(m.csv_log, m.runner, path, replay_restored,
+                           progs.single.recipe.on_policy, who=m.label)
     if int(m.run.steps) != files._saved_total(m.out):  # pylint: disable=protected-access
       files._write_json(os.path.join(m.out, CONFIG_FILE), m.run.to_json())  # pylint: disable=protected-access
     states.append(state)
@@ -512,8 +523,7 @@ def _train(progs: _Programs, members: List[_Member], notes: List[str], *,
   live = [m for m in members if m.alive]
   env_steps = live[0].runner.env_steps
   progress = _Progress(total, env_steps, verbose)
-  for note in notes:
-    progress.log(note)
+  _show_notes(progress, notes)  # Warnings show even when quiet.
   saved_at = env_steps if resume else None
   t0 = time.time()
   for m in members:

@@ -24,7 +24,7 @@ from roxie import envs
 from roxie import loops
 from roxie.run import files
 from roxie.run import programs as programs_lib
-from roxie.run.checkpoints import _Runner, _load_checkpoint, _save_checkpoint, load_run_agent_state, older_checkpoint_hint
+from roxie.run.checkpoints import _Runner, _load_checkpoint, _save_checkpoint, adopt_metrics, load_run_agent_state, older_checkpoint_hint
 from roxie.run.config import AGENT_ONLY, DEFAULT_TASK, RunConfig, _agent_name, _check_positive, _rounding_notes, check_resumable, load_run_config, new_run_config, whole_iterations
 from roxie.run.errors import Interrupted, RunError, TrainingFault
 from roxie.run.files import CONFIG_FILE, DEFAULT_KEEP_CHECKPOINTS, METRICS_FILE, POPULATION_FILE, RESTART_SUFFIX, TENSORBOARD_DIR, _count_rows, _run_lock, _saved_total
@@ -368,25 +368,13 @@ def _restore_checkpoint(t: _Training, path: str) -> List[str]:
   except ckpt_lib.CheckpointError as e:
     raise ckpt_lib.CheckpointError(f'{e}{older_checkpoint_hint(path)}'
                                    ) from None
-  runner, csv_log = t.runner, t.csv_log
+  runner = t.runner
   runner.stage = stage
   t.resumed_from = runner.env_steps
-  dropped = csv_log.adopt(runner.csv_rows, runner.csv_columns,
-                          saved=ckpt_lib.read_file(path, METRICS_FILE))
   notes = [f'resumed {t.out} from {os.path.basename(path)} '
            f'({runner.env_steps} env steps, {runner.csv_rows} metrics rows).']
-  if dropped > 0:
-    notes.append(f'dropped {dropped} {METRICS_FILE} row(s) written after '
-                 'that checkpoint; they are recomputed.')
-  if csv_log.restored:
-    notes.append(f'warning: {METRICS_FILE} was damaged '
-                 f'({csv_log.restored}); restored its {csv_log.rows} '
-                 'row(s) from the checkpoint.')
-  if not t.progs.recipe.on_policy and not replay_restored:
-    notes.append('warning: the checkpoint has no replay buffer (saved '
-                 'with --no-save-replay): continuing with an EMPTY '
-                 'replay, so this run is no longer exact with an '
-                 'uninterrupted one.')
+  notes += adopt_metrics(t.csv_log, runner, path, replay_restored,
+                         t.progs.recipe.on_policy)
   return notes
 
 
