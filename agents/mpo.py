@@ -48,13 +48,14 @@ M-step maximises.
 
 Published settings (the original Roxie release) are one config away:
 
-  Config(num_envs=1024, total_steps=500_000_000, steps_per_iteration=2,
-         updates_per_iteration=20, warmup_steps=10_000, batch_size=512,
-         n_step=5, hidden_sizes=(256, 256), num_samples=20, epsilon=0.1,
+  Config(steps_per_iteration=2, updates_per_iteration=20,
+         warmup_steps=10_000, batch_size=512, n_step=5,
+         hidden_sizes=(256, 256), num_samples=20, epsilon=0.1,
          epsilon_mean=1e-3, epsilon_std=1e-5, dual_lr=1e-2, policy_lr=3e-4,
          critic_lr=3e-4, tau=0.005, max_grad_norm=1.0)
 
-(2,048 env steps and 20 gradient steps per iteration with 1,024 envs.)
+run with 1,024 envs for 500M env steps (run settings: `--num-envs 1024
+--steps 500000000`): 2,048 env steps and 20 gradient steps per iteration.
 
 From pixels (dict observations, `roxie train --obs pixels`), as the other
 off-policy recipes and DrQ/SAC-AE: a conv encoder (`networks.encoded_critic`)
@@ -88,7 +89,7 @@ import optax
 
 from roxie import losses, networks, optim
 from roxie.agents import off_policy
-from roxie.types import EnvSpec, Policy, Recipe, Transition, check_spec
+from roxie.types import EnvSpec, Policy, Recipe, RunDefaults, Transition, check_spec
 
 # Duals live in log space; this floor (log 1e-8) keeps them from vanishing.
 _MIN_LOG_DUAL = -18.
@@ -99,7 +100,7 @@ class Config(off_policy.ReplayConfig):
   """MPO hyperparameters; the defaults suit a 2-core CPU.
 
   Collection, replay and targets: the fields of `off_policy.ReplayConfig`
-  (num_envs, total_steps, steps_per_iteration, warmup_steps,
+  (steps_per_iteration, warmup_steps,
   replay_capacity, batch_size, n_step, discount, and tau, the Polyak rate
   used when target_update_period == 0), with this default changed:
   """
@@ -125,12 +126,15 @@ class Config(off_policy.ReplayConfig):
   init_alpha_std: float = 10.
   # Out-of-bounds action penalty (second objective; 0 turns it off).
   action_penalty_epsilon: float = 1e-3
-  # Control steps per decision (`roxie.envs.wrappers.ActionRepeat`); runs
-  # from pixels use 8 (PIXEL_DEFAULTS), as DrQ does on Cartpole.
-  action_repeat: int = 1
   # From pixels (dict observations only; see the module docstring), the
   # fields of `networks.PixelConfig`: encoder_channels, encoder_strides,
   # encoder_feature_size, encoder_tau (Polyak targets only) and augment_pad.
+
+
+# How MPO runs unless told otherwise (run settings, not Config fields): 8
+# envs, 200k env steps, no action repeat off the task table (runs from
+# pixels use 8, as DrQ does on Cartpole: PIXEL_DEFAULTS).
+RUN_DEFAULTS = RunDefaults(num_envs=8, total_steps=200_000, action_repeat=1)
 
 
 # What `roxie train --obs pixels` changes in the defaults above (`--set`

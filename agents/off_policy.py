@@ -48,7 +48,7 @@ import jax.numpy as jnp
 import optax
 
 from roxie import buffers, losses, networks, optim
-from roxie.types import EnvSpec, Recipe, ReplaySpec, Transition, check_spec
+from roxie.types import EnvSpec, Recipe, ReplaySpec, RunDefaults, Transition, check_spec
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,9 +58,7 @@ class ReplayConfig(networks.PixelConfig):
   The base of this module's `Config` and of SAC's and MPO's; a recipe
   redeclares a field to change its default (it keeps its place).
   """
-  # Collection and schedule.
-  num_envs: int = 8
-  total_steps: int = 200_000
+  # Collection and schedule (per env: the run decides how many envs).
   steps_per_iteration: int = 1  # Env steps per env between update bursts.
   updates_per_iteration: int = 4  # Gradient steps per burst.
   warmup_steps: int = 5_000  # Uniform random actions first.
@@ -117,9 +115,10 @@ class Config(ReplayConfig):
   """What every case shares; the defaults suit a 2-core CPU.
 
   The published large-scale settings (1024 envs, 20 gradient steps per 2048
-  env steps, noise decayed over ~50M env steps) are one config away:
+  env steps, noise decayed over ~50M env steps) are one config away, run
+  with 1024 envs (`--num-envs 1024`, a run setting):
 
-    Config(num_envs=1024, steps_per_iteration=2, updates_per_iteration=20,
+    Config(steps_per_iteration=2, updates_per_iteration=20,
            warmup_steps=10_000, replay_capacity=500_000, batch_size=512,
            n_step=5, max_grad_norm=1.0, noise_decay_updates=500_000)
   """
@@ -133,9 +132,13 @@ class Config(ReplayConfig):
   actor_lr: float = 3e-4
   critic_lr: float = 3e-4
   max_grad_norm: Optional[float] = None
-  # Control steps per decision (`roxie.envs.wrappers.ActionRepeat`); runs
-  # from pixels use 8 (PIXEL_DEFAULTS), as DrQ does on Cartpole.
-  action_repeat: int = 1
+
+
+# How DDPG, TD3, D4PG and TD4 run unless told otherwise (run settings, not
+# Config fields; `--set num_envs=...` changes them): 8 envs, 200k env
+# steps, no action repeat off the task table (runs from pixels use 8, as
+# DrQ does on Cartpole: PIXEL_RUN_DEFAULTS).
+RUN_DEFAULTS = RunDefaults(num_envs=8, total_steps=200_000, action_repeat=1)
 
 
 # What `roxie train --obs pixels` changes in the defaults above (`--set`

@@ -45,15 +45,15 @@ next rollout will actually run, input statistics included.
 Published settings (the original Roxie release) are one config away (the
 robustness choices above stay on):
 
-  Config(num_envs=1024, rollout_length=32, num_epochs=5, num_minibatches=4,
-         clip_epsilon=0.2, gae_lambda=0.95, entropy_coef=0.002,
-         total_steps=500_000_000)
+  Config(rollout_length=32, num_epochs=5, num_minibatches=4,
+         clip_epsilon=0.2, gae_lambda=0.95, entropy_coef=0.002)
 
-(add target_kl=None for their constant learning rate). The CPU defaults
-instead update every 16 x 256 = 4,096 steps with 10 epochs of 32 minibatches
-of 128. Rollouts longer than a few dozen steps matter here: all envs start
-together and, without terminations, truncate together, so a short rollout
-shows every env at the same phase of its episode.
+run with 1,024 envs for 500M env steps (run settings: `--num-envs 1024
+--steps 500000000`; add target_kl=None for their constant learning rate).
+The CPU defaults instead update every 16 x 256 = 4,096 steps with 10 epochs of
+32 minibatches of 128. Rollouts longer than a few dozen steps matter here: all
+envs start together and, without terminations, truncate together, so a short
+rollout shows every env at the same phase of its episode.
 """
 
 from __future__ import annotations
@@ -69,18 +69,22 @@ import jax.numpy as jnp
 import optax
 
 from roxie import buffers, losses, networks, optim
-from roxie.types import Array, EnvSpec, Policy, Recipe, Rollout, check_spec
+from roxie.types import Array, EnvSpec, Policy, Recipe, Rollout, RunDefaults, check_spec
+
+
+# How PPO runs unless told otherwise (run settings, not Config fields;
+# `--set num_envs=...` changes them): 16 envs, 1M env steps, no action
+# repeat off the task table.
+RUN_DEFAULTS = RunDefaults(num_envs=16, total_steps=1_000_000, action_repeat=1)
 
 
 @dataclasses.dataclass(frozen=True)
 class Config:
   """PPO hyperparameters; the defaults suit a 2-core CPU."""
-  # Collection and schedule.
-  num_envs: int = 16
-  total_steps: int = 1_000_000
+  # Collection and schedule (per env: the run decides how many envs).
   rollout_length: int = 256  # T steps per env per update.
   num_epochs: int = 10
-  num_minibatches: int = 32  # Must divide T * num_envs.
+  num_minibatches: int = 32  # Must divide T * the run's num_envs.
   # Returns and the surrogate.
   discount: float = 0.99
   gae_lambda: float = 0.95

@@ -31,9 +31,10 @@ from roxie import losses, networks
 from roxie.agents import off_policy
 from roxie.types import EnvSpec, Recipe
 
-# The state, the defaults from pixels and the export hooks are the skeleton's.
+# The state, the run defaults (also from pixels) and the export hooks are the
+# skeleton's.
 from roxie.agents.off_policy import (  # pylint: disable=unused-import
-    PIXEL_DEFAULTS, State, make_policy, policy_params)
+    PIXEL_DEFAULTS, RUN_DEFAULTS, State, make_policy, policy_params)
 
 
 @dataclasses.dataclass(frozen=True)

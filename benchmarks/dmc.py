@@ -204,26 +204,18 @@ def append_curves(path: str, evals: Sequence[dict], fields: Dict[str, object]
   return written
 
 
-def _has_field(agent: str, field: str) -> bool:
-  """Whether the agent's Config has `field` (PPO has no action repeat)."""
-  from roxie.agents import get_agent  # pylint: disable=g-import-not-at-top
-  import dataclasses  # pylint: disable=g-import-not-at-top
-  return field in {f.name for f in dataclasses.fields(get_agent(agent).Config)}
-
-
 def new_run_command(args, agent: str, task: str, seeds: Sequence[int],
                     steps: int, root: str) -> List[str]:
   """`roxie train` arguments that start a population of the cell's seeds.
 
   The members go in `root` as `<agent>-<task>-seed<k>`. The task table's
-  action repeat goes, as `--set`, to every agent whose Config has the field
-  (PPO's has none); `roxie train` applies the same table itself, to PPO
-  too, so the command only makes it explicit.
+  action repeat goes, as `--set` (a run setting every agent takes), to
+  every agent; `roxie train` applies the same table itself, so the command
+  only makes it explicit.
   """
   overrides = dict(args.overrides)
   sets = dict(overrides)
-  if _has_field(agent, 'action_repeat'):
-    sets['action_repeat'] = str(action_repeat_for(task, overrides))
+  sets['action_repeat'] = str(action_repeat_for(task, overrides))
   cmd = ['train', '--agent', agent, '--task', task,
          '--seeds', ','.join(str(int(s)) for s in seeds) + ',',
          '--steps', str(steps), '--out', root, '--eval-every',

@@ -140,12 +140,13 @@ class UsageError(dmc.UsageError):
 
 def large_overrides(agent: str, config: Any
                     ) -> Tuple[Dict[str, Any], List[Tuple[str, str]]]:
-  """The published large settings as `agent`'s Config fields.
+  """The published large settings as `agent`'s `--set` keys.
 
   Args:
     agent: a name in `roxie.agents.AGENTS`.
-    config: the agent's Config (an instance or the dataclass), whose fields
-      decide what it can take.
+    config: the agent's Config (an instance or the dataclass), whose fields,
+      with the run settings every agent takes (num_envs, total_steps,
+      action_repeat: `roxie.run.RUN_SETTINGS`), decide what it can take.
 
   Returns:
     (overrides, lines): the field values, and for each published setting
@@ -156,7 +157,8 @@ def large_overrides(agent: str, config: Any
     UsageError: no published settings for `agent`, or a setting that applies
       to it names a field its Config does not have.
   """
-  names = {f.name for f in dataclasses.fields(config)}
+  from roxie.run import RUN_SETTINGS  # pylint: disable=g-import-not-at-top
+  names = {f.name for f in dataclasses.fields(config)} | set(RUN_SETTINGS)
   overrides: Dict[str, Any] = {}
   lines: List[Tuple[str, str]] = []
   missing = []
@@ -266,16 +268,17 @@ def parse_args(argv=None) -> argparse.Namespace:
     if args.large:
       large, args.large_lines[a] = large_overrides(a, module.Config)
       settings.update({k: _text(v) for k, v in large.items()})
-    if any(f.name == 'action_repeat' for f in dataclasses.fields(
-        module.Config)):
-      from roxie.envs import tasks as task_registry  # pylint: disable=g-import-not-at-top
-      repeats = {task_registry.action_repeat(t) for t in args.tasks}
-      if len(repeats) == 1:  # 1 for all three humanoid tasks.
-        settings['action_repeat'] = str(repeats.pop())
+    from roxie.envs import tasks as task_registry  # pylint: disable=g-import-not-at-top
+    repeats = {task_registry.action_repeat(t) for t in args.tasks}
+    if len(repeats) == 1:  # 1 for all three humanoid tasks (a run setting).
+      settings['action_repeat'] = str(repeats.pop())
     settings.update(dict(sets))
     try:
-      config_lib.validate(config_lib.apply_overrides(module.Config(),
-                                                     settings))
+      from roxie import run as run_lib  # pylint: disable=g-import-not-at-top
+      run_settings = run_lib.resolve_run_defaults(module, settings)
+      config_lib.validate(config_lib.apply_overrides(
+          module.Config(), run_lib.split_overrides(settings)[1]),
+          num_envs=run_settings.num_envs)
     except (config_lib.ConfigError, ValueError, TypeError) as e:
       raise UsageError(f'{a}: {e}') from None
     args.settings[a] = settings

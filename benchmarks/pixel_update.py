@@ -65,7 +65,8 @@ def _programs(res: int, batch: int, impl):
   try:
     spec = _spec(res, 3)
     cfg = dataclasses.replace(sac.Config(), **dict(
-        run_lib.pixel_defaults('sac'), batch_size=batch))
+        run_lib.split_overrides(run_lib.pixel_defaults('sac'))[1],
+        batch_size=batch))
     recipe = sac.make(cfg, spec)
     state = recipe.init(jax.random.PRNGKey(0), spec)
     rng = np.random.default_rng(0)

@@ -50,8 +50,9 @@ def _recipe(name: str, task: str, args):
   cfg = module.Config()
   if hasattr(cfg, 'warmup_steps'):  # Every timed iteration learns.
     cfg = dataclasses.replace(cfg, warmup_steps=0)
-  repeat = int(getattr(cfg, 'action_repeat', 1))
-  env = envs.make(task, backend='cpu', num_envs=cfg.num_envs,
+  run_defaults = module.RUN_DEFAULTS
+  repeat = run_defaults.action_repeat
+  env = envs.make(task, backend='cpu', num_envs=run_defaults.num_envs,
                   action_repeat=repeat, nthread=args.nthread)
   return module.make(cfg, env.spec), env, repeat
 

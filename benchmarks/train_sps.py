@@ -87,31 +87,35 @@ LARGE = {
 
 
 def config_for(module, name: str, large: bool, obs: str = 'state'):
-  """The recipe's Config: default, or with the published settings applied.
+  """(Config, RunDefaults): default, or with the published settings applied.
 
   From pixels the recipe's PIXEL_DEFAULTS apply first (as `roxie train --obs
-  pixels`); a recipe without them raises `roxie.run.RunError`.
+  pixels`); a recipe without them raises `roxie.run.RunError`. The number
+  of envs and the action repeat are run settings (`roxie.types.RunDefaults`).
   """
-  cfg = module.Config()
+  from roxie import config as config_lib  # pylint: disable=g-import-not-at-top
+  from roxie import run as run_lib  # pylint: disable=g-import-not-at-top
+  overrides = {}
   if obs != 'state':
-    from roxie import run as run_lib  # pylint: disable=g-import-not-at-top
-    cfg = dataclasses.replace(cfg, **run_lib.pixel_defaults(name))
-  if not large:
-    return cfg
-  names = {f.name for f in dataclasses.fields(cfg)}
-  return dataclasses.replace(
-      cfg, **{k: v for k, v in LARGE[name].items() if k in names})
+    overrides.update(run_lib.pixel_defaults(name))
+  if large:
+    names = {f.name for f in dataclasses.fields(module.Config)}
+    overrides.update({k: v for k, v in LARGE[name].items()
+                      if k in names or k in run_lib.RUN_SETTINGS})
+  fields = run_lib.split_overrides(overrides)[1]
+  return (config_lib.apply_overrides(module.Config(), fields),
+          run_lib.resolve_run_defaults(module, overrides))
 
 
 def measure(name: str, backend: str, args):
   from roxie import agents  # pylint: disable=g-import-not-at-top
   module = agents.get_agent(name)
-  cfg = config_for(module, name, args.large, args.obs)
+  cfg, run_defaults = config_for(module, name, args.large, args.obs)
   if hasattr(cfg, 'warmup_steps'):
     # Time the learning phase: every timed iteration collects and learns.
     cfg = dataclasses.replace(cfg, warmup_steps=0)
-  num_envs = cfg.num_envs
-  repeat = int(getattr(cfg, 'action_repeat', 1))  # as roxie.run.train does
+  num_envs = run_defaults.num_envs
+  repeat = run_defaults.action_repeat  # As roxie.run.train does off the table.
   pixels = None
   if args.obs != 'state':
     from roxie import run as run_lib  # pylint: disable=g-import-not-at-top

@@ -441,10 +441,9 @@ def synthetic_transitions(key, n: int, batch: int) -> Transition:
       next_obs=jax.random.normal(ks[4], (n, batch, o)))
 
 
-def synthetic_rollouts(recipe, state, key, n: int) -> Rollout:
-  """[n] rollouts of [T, B], with extras from the recipe's own `act`."""
-  c = recipe.config
-  t, b, o = recipe.rollout_length, c.num_envs, SPEC.obs_size
+def synthetic_rollouts(recipe, state, key, n: int, num_envs: int) -> Rollout:
+  """[n] rollouts of [T, B = num_envs], with extras from the recipe's `act`."""
+  t, b, o = recipe.rollout_length, num_envs, SPEC.obs_size
   ks = jax.random.split(key, 6)
   obs = jax.random.normal(ks[0], (n, t, b, o))
   _, extras = jax.vmap(lambda x, k: recipe.act(state, x, k, explore=True))(
@@ -519,11 +518,13 @@ def measure(name, args):
   state = jax.jit(lambda k: recipe.init(k, SPEC))(key)
   if recipe.on_policy:
     n = args.ppo_updates
-    batches = synthetic_rollouts(recipe, state, jax.random.PRNGKey(1), n)
+    num_envs = module.RUN_DEFAULTS.num_envs
+    batches = synthetic_rollouts(recipe, state, jax.random.PRNGKey(1), n,
+                                 num_envs)
     steps = cfg.num_epochs * cfg.num_minibatches
-    shape = (f'rollout {cfg.rollout_length}x{cfg.num_envs}, '
+    shape = (f'rollout {cfg.rollout_length}x{num_envs}, '
              f'{cfg.num_epochs}x{cfg.num_minibatches} minibatches of '
-             f'{cfg.rollout_length * cfg.num_envs // cfg.num_minibatches}')
+             f'{cfg.rollout_length * num_envs // cfg.num_minibatches}')
   else:
     n = args.updates
     batches = synthetic_transitions(jax.random.PRNGKey(1), n,

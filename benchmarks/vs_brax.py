@@ -142,11 +142,13 @@ def roxie_run(agent: str, backend: str, task: str, steps: int, num_evals: int,
                   physics=physics)
   if agent == 'sac':
     overrides['target_entropy'] = -0.5 * env.spec.action_size
-  cfg = config_lib.apply_overrides(module.Config(), overrides)
+  from roxie import run as run_lib  # pylint: disable=g-import-not-at-top
+  cfg = config_lib.apply_overrides(module.Config(),
+                                   run_lib.split_overrides(overrides)[1])
   eval_env = envs.make(task, backend=backend, num_envs=EVAL_EPISODES,
                        physics=physics)
   recipe = module.make(cfg, env.spec)
-  per_iter = loops.env_steps_per_iteration(recipe, cfg.num_envs)
+  per_iter = loops.env_steps_per_iteration(recipe, settings['num_envs'])
   chunk = max(1, steps // max(1, num_evals - 1) // per_iter)
   init, run = loops.make_compiled_loop(recipe, env, iterations=chunk)
   evaluate = loops.make_evaluator(recipe, eval_env)

@@ -580,7 +580,9 @@ def _prepare_new_run(
       if task in envs.tasks.ACTION_REPEAT:  # The task table's wins.
         defaults.pop('action_repeat', None)
       overrides = dict(defaults, **overrides)
-    _, cfg = run_lib.resolve_config(agent, overrides)
+    module, cfg = run_lib.resolve_config(agent, overrides)
+    num_envs = args.num_envs or run_lib.resolve_run_defaults(
+        module, overrides).num_envs
     if inputs.schedule is not None:
       run_lib.check_schedule_pooling(agent, cfg)
     task_def = envs.get_task(task)
@@ -594,8 +596,6 @@ def _prepare_new_run(
   except (config_lib.ConfigError, KeyError, ValueError,
           run_lib.RunError) as e:
     return None, _fail(e.args[0] if isinstance(e, KeyError) else str(e))
-  num_envs = args.num_envs or run_lib.resolve_config(
-      agent, overrides)[1].num_envs
   if args.num_devices and num_envs % args.num_devices:
     return None, _fail(f'the number of envs ({num_envs}) must be a multiple '
                        f'of --num-devices ({args.num_devices}).')

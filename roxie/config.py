@@ -15,7 +15,7 @@ import difflib
 import math
 import numbers
 import typing
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple
 
 
 class ConfigError(ValueError):
@@ -105,8 +105,18 @@ def to_dict(config: Any) -> Dict[str, Any]:
 
 
 def from_dict(config_cls: Any, values: Mapping[str, Any]) -> Any:
-  """Rebuilds a config dataclass from `to_dict` output."""
+  """Rebuilds a config dataclass from `to_dict` output.
+
+  Entries named as run settings (`roxie.types.RUN_SETTINGS`) that the
+  dataclass has no field for are left out: written when roxie's Configs
+  still declared them (config.json files, policy bundles), they are the
+  run's, not the agent's.
+  """
+  from roxie.types import RUN_SETTINGS  # pylint: disable=g-import-not-at-top
   hints = typing.get_type_hints(config_cls)
+  names = {f.name for f in dataclasses.fields(config_cls)}
+  values = {k: v for k, v in values.items()
+            if k in names or k not in RUN_SETTINGS}
   kwargs = {}
   for f in dataclasses.fields(config_cls):
     if f.name in values:
@@ -219,7 +229,7 @@ def np_bool_types() -> Tuple[type, ...]:
   return (np.bool_,)
 
 
-def problems(config: Any) -> List[str]:
+def problems(config: Any, *, num_envs: Optional[int] = None) -> List[str]:
   """Every problem `validate` would report, one line each (empty: valid)."""
   if not dataclasses.is_dataclass(config) or isinstance(config, type):
     raise TypeError(f'validate() takes a config dataclass instance, got '
@@ -249,7 +259,10 @@ def problems(config: Any) -> List[str]:
                  f'{tuple(value)!r}')
   if out:
     return out
-  # Relations between fields (only when each field is itself valid).
+  # Relations between fields (only when each field is itself valid), and
+  # with the run's number of envs where it is given.
+  if num_envs is not None:
+    values['num_envs'] = int(num_envs)
   get = values.get
   if get('v_min') is not None and get('v_max') is not None:
     if not get('v_min') < get('v_max'):
@@ -280,7 +293,8 @@ def problems(config: Any) -> List[str]:
   return out
 
 
-def validate(config: Any, *, where: str = '') -> Any:
+def validate(config: Any, *, num_envs: Optional[int] = None,
+             where: str = '') -> Any:
   """Checks a recipe Config's fields; returns it unchanged if valid.
 
   Types come from the dataclass annotations (an int field takes an int, a
@@ -290,6 +304,8 @@ def validate(config: Any, *, where: str = '') -> Any:
 
   Args:
     config: a recipe Config instance (e.g. `roxie.agents.sac.Config()`).
+    num_envs: the run's parallel envs, for the relations that depend on it
+      (the replay's capacity, PPO's minibatches); None: not checked.
     where: where the config comes from, prefixed to the message (e.g. a
       config.json path).
 
@@ -299,7 +315,7 @@ def validate(config: Any, *, where: str = '') -> Any:
   Raises:
     ConfigError: naming every bad field, what it must be and what it is.
   """
-  found = problems(config)
+  found = problems(config, num_envs=num_envs)
   if found:
     prefix = f'{where}: ' if where else ''
     module = type(config).__module__.rsplit('.', 1)[-1]

@@ -12,6 +12,7 @@ sampled transitions.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Callable, Mapping, NamedTuple, Optional, Protocol, Tuple
 
 import chex
@@ -164,6 +165,28 @@ class Recipe(NamedTuple):
   steps_per_iteration: int = 1  # Env steps per env per chunk (off-policy).
   warmup_steps: int = 0  # Env steps (all envs together) of uniform random actions first.
   policy: Optional[Policy] = None  # What export, play and eval act with.
+
+
+@dataclasses.dataclass(frozen=True)
+class RunDefaults:
+  """How a recipe is run unless told otherwise: run settings, not its Config.
+
+  A recipe module's `RUN_DEFAULTS` (this type) sits beside its `Config`:
+  `make` never reads these, the run layer does (`roxie train`, `roxie.run`).
+  `--set num_envs=16`, `--set total_steps=1e6` and `--set action_repeat=2`
+  change them as `--set` changes a Config field; `--num-envs` and `--steps`
+  too. On the DeepMind Control tasks of `roxie.envs.tasks.ACTION_REPEAT`
+  the task's action repeat replaces this one unless it is set.
+  """
+  num_envs: int = 8  # Parallel training environments.
+  total_steps: int = 200_000  # Environment (control) steps to train.
+  action_repeat: int = 1  # Control steps per agent decision.
+
+
+# RunDefaults' field names: the `--set` keys that are run settings. roxie's
+# Configs declared them as fields before they became run settings, so
+# config.json files and policy bundles written then still record them.
+RUN_SETTINGS = ('num_envs', 'total_steps', 'action_repeat')
 
 
 def check_spec(built_for: EnvSpec, given: EnvSpec) -> None:

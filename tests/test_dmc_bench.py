@@ -333,14 +333,12 @@ def test_children_resume_old_single_runs_and_populations_and_start_the_rest(
   assert cmd[cmd.index('--out') + 1] == str(runs)
 
 
-@pytest.mark.parametrize('agent, repeat', [('sac', '2'), ('td3', '2'),
-                                           ('ppo', None)])
-def test_new_runs_take_the_task_tables_action_repeat_where_the_agent_has_it(
-    agent, repeat):
-  # PPO's Config has no action_repeat: passing one made every PPO cell fail.
+@pytest.mark.parametrize('agent', ['sac', 'td3', 'ppo'])
+def test_new_runs_take_the_task_tables_action_repeat(agent):
+  # A run setting every agent takes (PPO too: when it was a Config field,
+  # PPO had none, and passing one made every PPO cell fail).
   args = dmc.parse_args(['--agents', agent, '--tasks', 'FingerSpin'])
   cmd = dmc.new_run_command(args, agent, 'FingerSpin', [0], 1000, '/tmp/x')
   sets = [cmd[i + 1] for i, a in enumerate(cmd) if a == '--set']
-  expected = [] if repeat is None else [f'action_repeat={repeat}']
-  assert sets == expected
+  assert sets == ['action_repeat=2']
   assert cmd[:3] == ['train', '--agent', agent]

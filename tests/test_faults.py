@@ -32,6 +32,7 @@ from roxie import envs
 from roxie import export
 from roxie import run as run_lib
 from roxie.agents import get_agent
+from roxie.types import RunDefaults
 
 TINY = ('--agent', 'sac', '--task', 'CartpoleBalance', '--num-envs', '2',
         '--seed', '3', '--eval-every', '40', '--eval-episodes', '2',
@@ -313,10 +314,13 @@ def test_validate_from_python():
   with pytest.raises(config_lib.ConfigError,
                      match='num_minibatches .* must divide'):
     config_lib.validate(config_lib.apply_overrides(
-        ppo.Config(), {'num_envs': 3, 'rollout_length': 5,
-                       'num_minibatches': 2}))
+        ppo.Config(), {'rollout_length': 5, 'num_minibatches': 2}),
+        num_envs=3)
+  # Without the run's num_envs the relation is not checked.
+  config_lib.validate(config_lib.apply_overrides(
+      ppo.Config(), {'rollout_length': 5, 'num_minibatches': 2}))
   with pytest.raises(config_lib.ConfigError, match='num_envs must be int'):
-    config_lib.validate(config_lib.apply_overrides(sac.Config(),
+    config_lib.validate(config_lib.apply_overrides(RunDefaults(),
                                                    {'num_envs': 2.7}))
   for agent in ('ddpg', 'td3', 'd4pg', 'td4', 'sac', 'mpo', 'ppo'):
     config_lib.validate(get_agent(agent).Config())  # The defaults are valid.

@@ -12,6 +12,7 @@ import pytest
 
 from roxie import agents
 from roxie import config as config_lib
+from roxie import run as run_lib
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, 'benchmarks'))
@@ -41,7 +42,8 @@ def test_defaults_and_seed_forms(tmp_path):
                              + _paths(tmp_path))
   assert args.variant == 'large' and humanoid.variant_label(args) == (
       'large-mjx')
-  assert 'action_repeat' not in args.settings['ppo']  # PPO has no field
+  # The task's action repeat is a run setting every agent takes.
+  assert args.settings['ppo']['action_repeat'] == '1'
   assert humanoid.split_variant('my-run-mjx') == ('my-run', 'mjx')
 
 
@@ -77,12 +79,14 @@ def test_large_maps_each_published_setting_onto_the_config(agent):
   module = agents.get_agent(agent)
   overrides, lines = humanoid.large_overrides(agent, module.Config)
   assert overrides == EXPECTED[agent]
-  cfg = config_lib.validate(config_lib.apply_overrides(module.Config(),
-                                                       overrides))
+  num_envs = run_lib.resolve_run_defaults(module, overrides).num_envs
+  cfg = config_lib.validate(config_lib.apply_overrides(
+      module.Config(), run_lib.split_overrides(overrides)[1]),
+      num_envs=num_envs)
   if agent == 'ppo':  # 32-step rollouts x 1,024 envs, 4 minibatches
-    assert cfg.rollout_length * cfg.num_envs // cfg.num_minibatches == 8192
+    assert cfg.rollout_length * num_envs // cfg.num_minibatches == 8192
   else:  # 20 gradient steps per 2,048 env steps
-    assert cfg.steps_per_iteration * cfg.num_envs == 2048
+    assert cfg.steps_per_iteration * num_envs == 2048
     assert cfg.updates_per_iteration == 20
   # Every line names the fields its setting became, as `--set` takes them.
   text = dict(lines)
@@ -182,7 +186,7 @@ def test_start_command_carries_backend_and_settings(tmp_path):
   ppo = humanoid.start_command(args, 'ppo', 'HumanoidWalk', 0, 'runs/y')
   assert ppo[ppo.index('--backend') + 1] == 'cpu'
   assert 'rollout_length=32' in ppo
-  assert not any(x.startswith('action_repeat') for x in ppo)
+  assert 'action_repeat=1' in ppo  # A run setting PPO takes too.
   # A field PPO does not have is refused, not passed to roxie train.
   with pytest.raises(humanoid.UsageError, match="ppo: Unknown config field"):
     humanoid.parse_args(['--agents', 'sac,ppo', '--set', 'batch_size=64',

@@ -195,6 +195,7 @@ def test_a_member_cannot_be_resumed_alone(trained):
     (['--seeds', '2', '--task', 'Nope'], "Unknown task 'Nope'"),
     (['--seeds', 'x'], 'cannot read'),
     (['--sweep', 'batch_size=64,128'], 'batch_size'),
+    (['--sweep', 'num_envs=2,4'], 'num_envs is a run setting'),
     (['--sweep', 'nosuchfield=1,2'], 'nosuchfield'),
     (['--sweep', 'critic_lr='], 'no values'),
     (['--sweep', 'critic_lr=1,2', '--sweep', 'critic_lr=3'], 'given twice'),

@@ -368,7 +368,7 @@ def _ppo_update(devices, mesh, spec):
   from roxie.agents import ppo  # pylint: disable=g-import-not-at-top
   from roxie.types import Rollout  # pylint: disable=g-import-not-at-top
   t, b = 4, 2 * devices
-  recipe = ppo.make(ppo.Config(num_envs=b, rollout_length=t, num_epochs=2,
+  recipe = ppo.make(ppo.Config(rollout_length=t, num_epochs=2,
                                num_minibatches=2, hidden_sizes=(16,)), spec)
   agent = recipe.init(jax.random.PRNGKey(0), spec)
   rng = np.random.default_rng(1)

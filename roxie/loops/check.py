@@ -212,8 +212,7 @@ def check_recipe(recipe: Recipe, spec: EnvSpec, *,
   Args:
     recipe: the recipe.
     spec: the env spec it is built for.
-    num_envs: B for `act` (and an on-policy rollout's width); default the
-      recipe config's `num_envs`, else 2.
+    num_envs: B for `act` (and an on-policy rollout's width); default 2.
     seed: PRNG seed of the keys handed to the functions.
     eager: compute on zeros instead of tracing abstractly.
 
@@ -226,7 +225,7 @@ def check_recipe(recipe: Recipe, spec: EnvSpec, *,
   """
   check_settings(recipe)
   if num_envs is None:
-    num_envs = int(getattr(recipe.config, 'num_envs', 2) or 2)
+    num_envs = 2
 
   def run_once():
     k_init, k_act, k_update = jax.random.split(jax.random.PRNGKey(seed), 3)

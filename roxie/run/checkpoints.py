@@ -18,7 +18,7 @@ import numpy as np
 from roxie import checkpoint as ckpt_lib
 from roxie import config as config_lib
 from roxie import distributed
-from roxie.run.config import AGENT_ONLY, RunConfig, as_run_config
+from roxie.run.config import AGENT_ONLY, RUN_SETTINGS, RunConfig, as_run_config
 from roxie.run.files import METRICS_FILE, STATE_FILE, load_agent_state, save_agent_state
 from roxie.run.health import _count_inexact, _nonfinite_message, nonfinite_leaves
 from roxie.run.programs import Programs
@@ -140,6 +140,8 @@ def _check_identity(path: str, saved: Optional[Mapping[str, Any]],
     for k in sorted(set(a) | set(b)):
       if k not in a and k in defaults and b.get(k) == defaults[k]:
         continue
+      if k in RUN_SETTINGS and k not in b:
+        continue  # A Config field once, a run setting now (compared above).
       if a.get(k) != b.get(k):
         diffs.append(f'config {k} {a.get(k)!r} (this run: {b.get(k)!r})')
   if diffs:

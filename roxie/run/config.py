@@ -18,6 +18,7 @@ from roxie import config as config_lib
 from roxie import envs
 from roxie import loops
 from roxie.run.errors import RunError
+from roxie.types import RUN_SETTINGS, RunDefaults
 from roxie.run.files import CONFIG_FILE
 
 
@@ -43,10 +44,77 @@ def _agent_name(agent: Any) -> str:
   return agents.canonical_name(agent)
 
 
+assert RUN_SETTINGS == tuple(f.name for f in dataclasses.fields(RunDefaults))
+
+
+def split_overrides(overrides: Mapping[str, Any]
+                    ) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+  """(run settings, Config fields) of `--set` overrides."""
+  run = {k: v for k, v in overrides.items() if k in RUN_SETTINGS}
+  return run, {k: v for k, v in overrides.items() if k not in RUN_SETTINGS}
+
+
 def resolve_config(agent: str, overrides: Mapping[str, Any]):
-  """The agent's Config with overrides applied (raises ConfigError/KeyError)."""
+  """The agent's Config with its overrides applied (run settings aside).
+
+  Raises:
+    roxie.config.ConfigError: a field the Config does not have, or a bad
+      value; KeyError: an unknown agent.
+  """
   module = _agent_module(agent)
-  return module, config_lib.apply_overrides(module.Config(), overrides)
+  fields = split_overrides(overrides)[1]
+  try:
+    return module, config_lib.apply_overrides(module.Config(), fields)
+  except config_lib.ConfigError as e:
+    if any(k not in _field_names(module.Config) for k in fields):
+      raise config_lib.ConfigError(
+          f'{e} Run settings (also --set): {", ".join(RUN_SETTINGS)}.'
+      ) from None
+    raise
+
+
+def _field_names(cls: Any) -> Tuple[str, ...]:
+  return tuple(f.name for f in dataclasses.fields(cls))
+
+
+def run_defaults(module: Any) -> RunDefaults:
+  """How the recipe module runs unless told: its `RUN_DEFAULTS`.
+
+  A user agent's module without one gets `RunDefaults()`, or, where its
+  Config still declares fields of those names (as roxie's did before they
+  became run settings), their defaults.
+  """
+  found = getattr(module, 'RUN_DEFAULTS', None)
+  if isinstance(found, RunDefaults):
+    return found
+  if found is not None:
+    raise RunError(f'{module.__name__}.RUN_DEFAULTS must be a '
+                   f'roxie.types.RunDefaults, got {type(found).__name__}.')
+  legacy = {f.name: f.default for f in dataclasses.fields(module.Config)
+            if f.name in RUN_SETTINGS
+            and f.default is not dataclasses.MISSING}
+  return RunDefaults(**legacy)
+
+
+def resolve_run_defaults(module: Any,
+                         overrides: Mapping[str, Any]) -> RunDefaults:
+  """The module's run defaults with the `--set` run settings applied.
+
+  Raises:
+    roxie.config.ConfigError: a bad value (text parsed as for Config fields).
+  """
+  return config_lib.validate(config_lib.apply_overrides(
+      run_defaults(module), split_overrides(overrides)[0]))
+
+
+def config_json(cfg: Any) -> Dict[str, Any]:
+  """config.json's 'config' of an agent Config: its fields, run settings out.
+
+  (A user agent's Config may still declare fields named as run settings;
+  the run's values are the RunConfig's, so they are not recorded twice.)
+  """
+  return {k: v for k, v in config_lib.to_dict(cfg).items()
+          if k not in RUN_SETTINGS}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,8 +133,11 @@ class RunConfig:
     num_envs: parallel training environments.
     steps: the total of environment steps to train.
     seed: the run's PRNG seed.
-    config: the agent's Config as JSON (`roxie.config.to_dict`); see
-      `agent_config`.
+    config: the agent's Config as JSON (`config_json`); see
+      `agent_config`. A config.json written before num_envs, total_steps
+      and action_repeat became run settings also has those (kept as
+      written, so its checkpoints' identity holds; the run's own values
+      are `num_envs`, `steps` and `action_repeat`).
     env_options: keyword arguments of `roxie.envs.make` as JSON (see
       `env_kwargs`): episode_length, action_repeat, pixels (a
       `roxie.envs.PixelSpec`'s fields), ...
@@ -318,18 +389,11 @@ def _check_agent(run: RunConfig, path: str):
     raise ValueError(f"{path}: field 'config' does not build "
                      f"{run.agent}'s Config ({e}).") from None
   try:
-    config_lib.validate(_with_num_envs(cfg, run.num_envs),
+    config_lib.validate(cfg, num_envs=run.num_envs,
                         where=f"{path} field 'config'")
   except config_lib.ConfigError as e:
     raise ValueError(str(e)) from None
   return module, cfg
-
-
-def _with_num_envs(cfg: Any, num_envs: int) -> Any:
-  """cfg with the run's num_envs (which may differ from the config's)."""
-  if any(f.name == 'num_envs' for f in dataclasses.fields(cfg)):
-    return dataclasses.replace(cfg, num_envs=int(num_envs))
-  return cfg
 
 
 def run_differences(run: Any, given: Mapping[str, Any]) -> List[str]:
@@ -352,13 +416,21 @@ def run_differences(run: Any, given: Mapping[str, Any]) -> List[str]:
     if value is None:
       continue
     if key == 'overrides':
+      settings, fields = split_overrides(value)
       saved = run.agent_config()
-      asked = config_lib.to_dict(config_lib.apply_overrides(saved, value))
+      asked = config_lib.to_dict(config_lib.apply_overrides(saved, fields))
       have = config_lib.to_dict(saved)
-      for field in value:
+      for field in fields:
         if asked[field] != have[field]:
           diffs.append(f'config {field}: the run has {have[field]!r}, asked '
                        f'for {asked[field]!r}')
+      ran = RunDefaults(num_envs=run.num_envs, total_steps=run.steps,
+                        action_repeat=run.action_repeat)
+      asked = config_lib.apply_overrides(ran, settings)
+      for field in settings:
+        if getattr(asked, field) != getattr(ran, field):
+          diffs.append(f'{field}: the run has {getattr(ran, field)!r}, asked '
+                       f'for {getattr(asked, field)!r}')
     elif key == 'env_options':
       have = dict(run.env_options or {})
       for k, v in value.items():
@@ -526,6 +598,7 @@ def new_run_config(agent: str, task: str, backend: str,
   """
   from roxie.run.schedules import check_resolution_schedule, check_schedule_pooling  # pylint: disable=g-import-not-at-top
   module, cfg = resolve_config(agent, overrides or {})
+  defaults = resolve_run_defaults(module, overrides or {})
   for name, value in (('num_envs', num_envs), ('steps', steps),
                       ('eval_every', eval_every),
                       ('eval_episodes', eval_episodes),
@@ -533,10 +606,10 @@ def new_run_config(agent: str, task: str, backend: str,
     if value is not None and (isinstance(value, bool) or not isinstance(
         value, (int, np.integer)) or value < 1):
       raise RunError(f'{name} must be an integer >= 1, got {value!r}.')
-  num_envs = int(num_envs or cfg.num_envs)
-  total = int(steps if steps is not None else cfg.total_steps)
+  num_envs = int(num_envs or defaults.num_envs)
+  total = int(steps if steps is not None else defaults.total_steps)
   config_lib.validate(cfg)  # Its own fields, then with the run's num_envs.
-  config_lib.validate(_with_num_envs(cfg, num_envs))
+  config_lib.validate(cfg, num_envs=num_envs)
   env_options = dict(env_options or {})
   if env_options.get('pixels') is not None:
     check_pixel_agent(agent)
@@ -560,16 +633,14 @@ def new_run_config(agent: str, task: str, backend: str,
   # The DeepMind Control benchmarks' action repeat per task
   # (`envs.tasks.ACTION_REPEAT`, PlaNet's table) is every recipe's default
   # on the tasks it lists; `--set action_repeat=N` (an override) or an
-  # explicit env option wins. Elsewhere a config may ask for one (SAC's CPU
-  # default does). Env steps count control steps either way.
+  # explicit env option wins. Elsewhere the recipe's run defaults may ask
+  # for one (SAC's do). Env steps count control steps either way.
   table = envs.tasks.ACTION_REPEAT.get(task)
   if (table is not None and 'action_repeat' not in (overrides or {})
       and 'action_repeat' not in env_options):
-    if hasattr(cfg, 'action_repeat'):
-      cfg = dataclasses.replace(cfg, action_repeat=table)
     env_options['action_repeat'] = table
-  if getattr(cfg, 'action_repeat', 1) != 1:
-    env_options.setdefault('action_repeat', int(cfg.action_repeat))
+  elif defaults.action_repeat != 1:
+    env_options.setdefault('action_repeat', int(defaults.action_repeat))
   # The per-iteration step count needs the recipe, which needs the spec.
   try:
     spec_env = envs.make(task, backend=backend, num_envs=1,
@@ -590,7 +661,7 @@ def new_run_config(agent: str, task: str, backend: str,
   iterations = max(1, min(chunk // per_iter, _MAX_ITERATIONS_PER_CALL))
   return RunConfig(
       agent=agent, task=task, backend=backend, num_envs=num_envs,
-      steps=total, seed=int(seed), config=config_lib.to_dict(cfg),
+      steps=total, seed=int(seed), config=config_json(cfg),
       env_options=env_options, eval_every=eval_every,
       eval_episodes=int(eval_episodes), iterations_per_call=iterations,
       env_steps_per_iteration=per_iter,

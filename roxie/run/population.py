@@ -54,7 +54,7 @@ from roxie.loops import host as host_lib
 from roxie.run import files
 from roxie.run import programs as programs_lib
 from roxie.run.checkpoints import _Runner, _read_checkpoint, adopt_metrics, _save_checkpoint, _templates, older_checkpoint_hint
-from roxie.run.config import DEFAULT_TASK, RunConfig, _agent_name, resolve_config, _check_positive, _rounding_notes, check_resumable, load_run_config, new_run_config, whole_iterations
+from roxie.run.config import DEFAULT_TASK, RUN_SETTINGS, RunConfig, _agent_name, resolve_config, _check_positive, _rounding_notes, check_resumable, load_run_config, new_run_config, whole_iterations
 from roxie.run.errors import Interrupted, RunError, TrainingFault
 from roxie.run.files import CONFIG_FILE, DEFAULT_KEEP_CHECKPOINTS, METRICS_FILE, POPULATION_FILE, RESTART_SUFFIX, _run_lock
 from roxie.run.health import _count_inexact, _host_errors, _nonfinite_message, nonfinite_leaves
@@ -337,6 +337,10 @@ def train_population(
   for field in hparams:
     if field in overrides:
       raise RunError(f'{field} is both swept and set (--set); drop one.')
+    if field in RUN_SETTINGS:
+      raise RunError(f'{field} is a run setting, the same for every member '
+                     'of a population (they are one program): it cannot be '
+                     'swept; train a population per value.')
   if hparams:  # Float fields only, named when not (before any config is made).
     try:
       loops.check_hparams(resolve_config(agent, overrides)[1], hparams,

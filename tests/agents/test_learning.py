@@ -67,7 +67,7 @@ def baselines(agent, task, overrides, seed, episode_length=EPISODE_LENGTH):
   env = envs.make(task, num_envs=EPISODES, episode_length=episode_length,
                   action_repeat=overrides.get('action_repeat', 1))
   module = get_agent(agent)
-  config = module.Config(**overrides)
+  config = module.Config(**run.split_overrides(overrides)[1])
   recipe = module.make(config, env.spec)
   state = recipe.init(jax.random.PRNGKey(seed), env.spec)
   key = jax.random.PRNGKey(1000 + seed)

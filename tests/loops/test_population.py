@@ -213,17 +213,16 @@ def test_population_refuses_what_it_cannot_run():
                                population=2)
 
 
-def _tiny(name, spec, num_envs):
+def _tiny(name, spec):
   from roxie import agents  # pylint: disable=g-import-not-at-top
   module = agents.get_agent(name)
   if name == 'sac':
-    cfg = module.Config(num_envs=num_envs, hidden_sizes=(16, 16),
-                        layer_norm=False, batch_size=16, warmup_steps=16,
-                        replay_capacity=400, updates_per_iteration=2,
-                        action_repeat=1)
+    cfg = module.Config(hidden_sizes=(16, 16), layer_norm=False,
+                        batch_size=16, warmup_steps=16, replay_capacity=400,
+                        updates_per_iteration=2)
   else:
-    cfg = module.Config(num_envs=num_envs, rollout_length=8, num_epochs=2,
-                        num_minibatches=2, hidden_sizes=(16,))
+    cfg = module.Config(rollout_length=8, num_epochs=2, num_minibatches=2,
+                        hidden_sizes=(16,))
   return module.make(cfg, spec)
 
 
@@ -234,7 +233,7 @@ def test_sac_and_ppo_members_follow_their_single_runs(name, calls,
                                                       iterations):
   env = envs.make('PendulumSwingup', backend='cpu', num_envs=2,
                   episode_length=50, nthread=1)
-  recipe = _tiny(name, env.spec, env.num_envs)
+  recipe = _tiny(name, env.spec)
   init, run = loops.make_population_loop(recipe, env, population=2,
                                          iterations=iterations)
   state = init(loops.population_keys(SEEDS[:2]))

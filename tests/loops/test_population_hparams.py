@@ -27,16 +27,14 @@ from toy_envs import RandomStartIntegrator  # pylint: disable=g-bad-import-order
 SEEDS = (3, 5)
 
 
-def _tiny_config(name: str, num_envs: int):
+def _tiny_config(name: str):
   module = agents.get_agent(name)
   if name == 'ppo':
-    return module, module.Config(num_envs=num_envs, rollout_length=8,
-                                 num_epochs=2, num_minibatches=2,
-                                 hidden_sizes=(16,))
-  return module, module.Config(num_envs=num_envs, hidden_sizes=(16, 16),
-                               layer_norm=False, batch_size=16,
-                               warmup_steps=16, replay_capacity=400,
-                               updates_per_iteration=2)
+    return module, module.Config(rollout_length=8, num_epochs=2,
+                                 num_minibatches=2, hidden_sizes=(16,))
+  return module, module.Config(hidden_sizes=(16, 16), layer_norm=False,
+                               batch_size=16, warmup_steps=16,
+                               replay_capacity=400, updates_per_iteration=2)
 
 
 def _max_diff(a, b) -> float:
@@ -88,7 +86,7 @@ def _check_members_follow_single_runs(module, config, env, hparams, calls,
 
 def test_sac_members_follow_single_runs_with_their_lr_tau_discount():
   env = RandomStartIntegrator(num_envs=2, length=5)
-  module, config = _tiny_config('sac', env.num_envs)
+  module, config = _tiny_config('sac')
   hparams = {'critic_lr': (1e-3, 3e-3), 'tau': (0.005, 0.05),
              'discount': (0.99, 0.9)}
   # 60 x 2 iterations of 2 envs, learning from iteration 8 on (16 warm-up
@@ -104,7 +102,7 @@ def test_sac_members_follow_single_runs_with_their_lr_tau_discount():
 
 def test_ppo_members_follow_single_runs_with_their_entropy_and_clip():
   env = RandomStartIntegrator(num_envs=2, length=5)
-  module, config = _tiny_config('ppo', env.num_envs)
+  module, config = _tiny_config('ppo')
   hparams = {'entropy_coef': (0.0, 0.05), 'clip_epsilon': (0.2, 0.1)}
   # 2 x 25 updates of 2 epochs x 2 minibatches: 200 gradient steps.
   state, out = _check_members_follow_single_runs(
@@ -118,7 +116,7 @@ def test_ppo_members_follow_single_runs_with_their_entropy_and_clip():
 def test_native_sac_members_follow_single_runs_with_their_actor_lr():
   env = envs.make('PendulumSwingup', backend='cpu', num_envs=2,
                   episode_length=50, nthread=1)
-  module, config = _tiny_config('sac', env.num_envs)
+  module, config = _tiny_config('sac')
   _check_members_follow_single_runs(
       module, config, env, {'actor_lr': (3e-4, 3e-3), 'init_alpha': (0.1, 1.)},
       calls=2, iterations=60, atol=1e-4)
@@ -131,7 +129,7 @@ def test_sweepable_fields_are_the_float_fields():
                'init_alpha', 'max_grad_norm', 'target_entropy'):
     assert name in fields, name
   for name in ('batch_size', 'n_step', 'hidden_sizes', 'layer_norm',
-               'num_envs', 'encoder_pooling'):
+               'encoder_pooling'):
     assert name not in fields, name
   assert {'v_min', 'v_max'} <= set(population_lib.sweepable_fields(
       d4pg.Config()))
@@ -145,7 +143,7 @@ def test_sweepable_fields_are_the_float_fields():
                                    'layer_norm', 'warmup_steps'])
 def test_structural_fields_are_refused_by_name(field):
   env = RandomStartIntegrator(num_envs=2, length=5)
-  module, config = _tiny_config('sac', env.num_envs)
+  module, config = _tiny_config('sac')
   recipe = module.make(config, env.spec)
   with pytest.raises(ValueError, match=rf'^{field} .*cannot differ per '
                      r'member.*critic_lr'):
@@ -155,7 +153,7 @@ def test_structural_fields_are_refused_by_name(field):
 
 def test_bad_hparams_are_refused_with_the_field_named():
   env = RandomStartIntegrator(num_envs=2, length=5)
-  module, config = _tiny_config('sac', env.num_envs)
+  module, config = _tiny_config('sac')
   recipe = module.make(config, env.spec)
 
   def build(hparams, make=module.make, population=2):
@@ -182,7 +180,7 @@ def test_bad_hparams_are_refused_with_the_field_named():
   # The members' configs are built on the host first, so a recipe's own
   # checks see each member's values (D4PG's support needs v_min < v_max).
   d4pg = agents.get_agent('d4pg')
-  d_config = dataclasses.replace(_tiny_config('d4pg', 2)[1], v_max=10.)
+  d_config = dataclasses.replace(_tiny_config('d4pg')[1], v_max=10.)
   with pytest.raises(ValueError, match='Need v_min < v_max'):
     loops.make_population_loop(d4pg.make(d_config, env.spec), env,
                                population=2, hparams={'v_min': (0., 20.)},
@@ -267,7 +265,7 @@ def test_fields_that_change_the_structure_or_are_read_in_python_are_refused():
 ])
 def test_fields_once_read_in_python_now_trace_per_member(name, hparams):
   env = RandomStartIntegrator(num_envs=2, length=5)
-  module, config = _tiny_config(name, env.num_envs)
+  module, config = _tiny_config(name)
   if name == 'mpo':
     config = dataclasses.replace(config, num_samples=2)
   init, run = loops.make_population_loop(
@@ -289,7 +287,7 @@ def test_fields_once_read_in_python_now_trace_per_member(name, hparams):
 ])
 def test_switch_like_fields_follow_single_runs(name, hparams):
   env = RandomStartIntegrator(num_envs=2, length=5)
-  module, config = _tiny_config(name, env.num_envs)
+  module, config = _tiny_config(name)
   if name == 'mpo':
     config = dataclasses.replace(config, num_samples=4)
   _check_members_follow_single_runs(module, config, env, hparams, calls=2,
@@ -343,7 +341,7 @@ def _two_values(config, field):
 @pytest.mark.parametrize('name', sorted(SUPPORTED))
 def test_every_documented_field_traces_per_member(name):
   env = RandomStartIntegrator(num_envs=2, length=5)
-  module, config = _tiny_config(name, env.num_envs)
+  module, config = _tiny_config(name)
   if name == 'mpo':
     config = dataclasses.replace(config, num_samples=2)
   recipe = module.make(config, env.spec)
