@@ -118,7 +118,7 @@ def main():
   parser.add_argument('--repeats', type=int, default=21)
   args = parser.parse_args()
   hidden = tuple(int(x) for x in args.hidden.split(','))
-  config = ppo.Config(num_envs=args.envs, rollout_length=args.rollout,
+  config = ppo.Config(rollout_length=args.rollout,
                       num_epochs=args.epochs,
                       num_minibatches=args.minibatches, hidden_sizes=hidden)
   steps = args.epochs * args.minibatches

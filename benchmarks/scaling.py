@@ -82,8 +82,7 @@ def loop_curve(task, backend, env_counts, budget_steps, repeats):
   from roxie.agents import ppo  # pylint: disable=g-import-not-at-top
   out = []
   for n in env_counts:
-    cfg = ppo.Config(num_envs=n, rollout_length=32, num_epochs=4,
-                     num_minibatches=4)
+    cfg = ppo.Config(rollout_length=32, num_epochs=4, num_minibatches=4)
     env = envs.make(task, backend=backend, num_envs=n)
     recipe = ppo.make(cfg, env.spec)
     per_iter = loops.env_steps_per_iteration(recipe, n)

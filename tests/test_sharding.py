@@ -90,7 +90,8 @@ def linear_recipe(spec: EnvSpec, *, batch_size: int = 8,
 
 def tiny_sac(spec: EnvSpec, num_envs: int, **overrides):
   from roxie.agents import sac  # pylint: disable=g-import-not-at-top
-  kw = dict(num_envs=num_envs, hidden_sizes=(32, 32), layer_norm=False,
+  del num_envs  # A run setting: the env carries it, not the agent's Config.
+  kw = dict(hidden_sizes=(32, 32), layer_norm=False,
             batch_size=64, warmup_steps=200, replay_capacity=4000,
             updates_per_iteration=1, actor_lr=1e-3, critic_lr=1e-3)
   kw.update(overrides)

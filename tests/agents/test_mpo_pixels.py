@@ -22,7 +22,7 @@ from test_sac_pixels import SPEC, _batch  # pylint: disable=g-bad-import-order
 
 CFG = mpo.Config(hidden_sizes=(16, 16), batch_size=8, num_samples=4,
                  encoder_channels=(8, 8), encoder_strides=(2, 2),
-                 encoder_feature_size=8, num_envs=2, replay_capacity=400,
+                 encoder_feature_size=8, replay_capacity=400,
                  warmup_steps=16, updates_per_iteration=1)
 
 

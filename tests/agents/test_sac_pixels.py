@@ -24,7 +24,7 @@ SPEC = EnvSpec(task='PixelPoint', obs_size=2, action_size=1,
                obs_shapes=SHAPES, frame_stack=S)
 CFG = sac.Config(hidden_sizes=(16, 16), batch_size=8, encoder_channels=(4, 4),
                  encoder_strides=(2, 2), encoder_feature_size=8,
-                 num_envs=2, replay_capacity=400, warmup_steps=16,
+                 replay_capacity=400, warmup_steps=16,
                  updates_per_iteration=1)
 
 
@@ -186,7 +186,7 @@ def test_dpg_recipes_train_from_pixels_through_the_shared_helper(name):
   cfg = dataclasses.replace(
       module.Config(), hidden_sizes=(16, 16), batch_size=8,
       encoder_channels=(4, 4), encoder_strides=(2, 2), encoder_feature_size=8,
-      num_envs=2, replay_capacity=400, warmup_steps=16,
+      replay_capacity=400, warmup_steps=16,
       updates_per_iteration=1)
   recipe = module.make(cfg, SPEC)
   state = recipe.init(jax.random.PRNGKey(0), SPEC)

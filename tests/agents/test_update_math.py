@@ -754,7 +754,7 @@ def _ppo(**overrides):
   key = ('ppo', tuple(sorted(overrides.items())))
   if key not in _RECIPES:
     config = ppo.Config(**dict(dict(
-        num_envs=B, rollout_length=T, hidden_sizes=(H,), num_epochs=1,
+        rollout_length=T, hidden_sizes=(H,), num_epochs=1,
         num_minibatches=1, target_kl=None, max_grad_norm=None,
         entropy_coef=0., learning_rate=1e-2, discount=0.,
         normalize_observations=False, normalize_advantages=False),
