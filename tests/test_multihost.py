@@ -18,6 +18,7 @@ import sys
 import time
 
 import numpy as np
+import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -55,6 +56,8 @@ def _launch(num_processes: int, local_devices: int, scenario: str,
   return [ts.parse_result(out) for _, out, _ in outs]
 
 
+# ~36 s (three processes); the fast suite keeps the two-process roxie train.
+@pytest.mark.slow
 def test_two_processes_stay_in_sync():
   # Two processes of two CPU devices each: a 4-device mesh, two shards (and
   # two native simulation batches) per process, gloo between processes.

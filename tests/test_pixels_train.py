@@ -22,7 +22,7 @@ from roxie.agents import sac
 TINY = {'encoder_channels': (8, 8), 'encoder_strides': (2, 2),
         'encoder_feature_size': 16, 'hidden_sizes': (32, 32),
         'batch_size': 16, 'replay_capacity': 2_000, 'warmup_steps': 64,
-        'num_envs': 2, 'updates_per_iteration': 1, 'action_repeat': 1}
+        'updates_per_iteration': 1}
 
 
 def test_sac_from_pixels_runs_through_the_compiled_loop(gl_backend):
@@ -53,7 +53,8 @@ def test_pixel_run_folder_checkpoint_resume_and_export(tmp_path, gl_backend):
   options = {'episode_length': 40,
              'pixels': run.pixel_options('pixels+state', resolution=(16, 16))}
   result = run.train('sac', 'CartpoleSwingup', steps=160, seed=0, out=out,
-                     overrides=TINY, eval_every=80, eval_episodes=2,
+                     overrides=dict(TINY, num_envs=2, action_repeat=1),
+                     eval_every=80, eval_episodes=2,
                      env_options=options, verbose=False)
   assert result.env_steps == 160 and np.isfinite(result.eval_return)
   with open(tmp_path / 'run' / 'config.json') as f:

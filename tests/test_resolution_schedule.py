@@ -175,6 +175,9 @@ def test_run_crosses_a_boundary_resumes_and_exports(tmp_path, gl_backend):
                                     jax.random.PRNGKey(0))).shape == (2, 1)
 
 
+# ~77 s on 2 cores (a pixel program per stage and the evaluator); the
+# schedule's parsing, stages and refusals stay in the fast suite.
+@pytest.mark.slow
 def test_cli_run_crosses_a_boundary(tmp_path, capsys, gl_backend):
   out = tmp_path / 'run'
   sets = [f'{k}={",".join(map(str, v)) if isinstance(v, tuple) else v}'

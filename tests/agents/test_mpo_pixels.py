@@ -151,6 +151,8 @@ def test_augmentation_is_a_config_switch():
   assert not np.allclose(outs[0], outs[1])
 
 
+# ~47 s; a pixel run through roxie.run stays fast (test_pixels_train.py).
+@pytest.mark.slow
 def test_cli_trains_mpo_from_pixels(tmp_path, capsys, gl_backend):
   out_dir = tmp_path / 'run'
   tiny = ['encoder_channels=8,8', 'encoder_strides=2,2',

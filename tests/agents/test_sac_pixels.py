@@ -137,6 +137,7 @@ def test_pixel_update_trains_the_encoder_by_the_critic_loss_only():
   assert float(metrics['critic_loss']) < first
 
 
+@pytest.mark.slow  # ~40 s; MPO's twin (test_mpo_pixels.py) stays fast.
 def test_augmentation_is_a_config_switch():
   batch = _batch(jax.random.PRNGKey(1))
   outs = []
@@ -159,6 +160,9 @@ def test_pixel_recipe_refuses_another_observation_layout():
     recipe.init(jax.random.PRNGKey(0), SPEC._replace(obs_shapes=None))
 
 
+# ~47 s; SAC from pixels through the compiled loop and a run's evaluation
+# stay fast in test_pixels_train.py.
+@pytest.mark.slow
 def test_pixel_sac_runs_in_the_compiled_loop_and_the_evaluator():
   env = PixelPoint(num_envs=2)
   recipe = sac.make(CFG, env.spec)
@@ -179,7 +183,13 @@ def test_pixel_sac_runs_in_the_compiled_loop_and_the_evaluator():
 # -- the other recipes through networks.encoded_critic -------------------------
 
 
-@pytest.mark.parametrize('name', ['ddpg', 'td3', 'd4pg', 'td4'])
+# One compile of the update and one of the loop each (~45-65 s on 2 cores):
+# the fast suite runs TD4 (the distributional critic and the policy delay);
+# DDPG, TD3 and D4PG take the same helper and are slow.
+@pytest.mark.parametrize('name', [
+    pytest.param('ddpg', marks=pytest.mark.slow),
+    pytest.param('td3', marks=pytest.mark.slow),
+    pytest.param('d4pg', marks=pytest.mark.slow), 'td4'])
 def test_dpg_recipes_train_from_pixels_through_the_shared_helper(name):
   from roxie.agents import get_agent  # pylint: disable=g-import-not-at-top
   module = get_agent(name)

@@ -131,7 +131,9 @@ def test_native_matches_dm_control(task, domain, dmc_task):
 # -- MJX against native ------------------------------------------------------
 
 
-@pytest.mark.parametrize('task', ['PendulumSwingup', 'CartpoleSwingup'])
+@pytest.mark.parametrize('task', [
+    pytest.param('PendulumSwingup', marks=pytest.mark.slow),  # ~26 s.
+    'CartpoleSwingup'])
 def test_mjx_matches_native(task):
   """Same key and actions, 40 steps with an auto-reset at step 25.
 

@@ -100,6 +100,7 @@ def test_sac_members_follow_single_runs_with_their_lr_tau_discount():
                    loops.member(state, 1).agent.critic) > 1e-2
 
 
+@pytest.mark.slow  # ~29 s; SAC's members (above) stay in the fast suite.
 def test_ppo_members_follow_single_runs_with_their_entropy_and_clip():
   env = RandomStartIntegrator(num_envs=2, length=5)
   module, config = _tiny_config('ppo')
