@@ -1,16 +1,14 @@
 """The humanoid benchmark: agents x {Stand, Walk, Run} x seeds at a budget.
 
-Each (agent, task, seed) is one `roxie train` run at `--steps` env steps on
-`--backend` ('cpu', native MuJoCo, or 'mjx'), trained, resumed and recorded
-by the DMC benchmark's machinery (`benchmarks/dmc.py`'s `train_cell`): rows
-appended whole to `benchmarks/results/humanoid.csv` (dmc.csv's columns), every
-evaluation to `humanoid_curves.csv`, resumable cell by cell (a cell with its
-row is skipped; a killed run resumes from its last checkpoint in `--runs`).
-`dmc.train_cell` starts a new run on the native backend with the task's action
-repeat set through the config, which PPO's Config has no field for; so this
-script starts each run itself (one iteration, a plain `roxie train` with
-`--backend` and the settings below), and `train_cell` resumes it to the budget
-(a resumed run continues exactly; its CPU and wall seconds are counted).
+Each (agent, task) trains its seeds as one population (`roxie train
+--seeds`, one program) to `--steps` env steps on `--backend` ('cpu', native
+MuJoCo, or 'mjx'), through the DMC benchmark's machinery
+(`benchmarks/dmc.py`'s `plan_children` and `train_members`, with this
+script's `--backend` added): each seed's row appended whole to
+`benchmarks/results/humanoid.csv` (dmc.csv's columns) and every evaluation
+to `humanoid_curves.csv`; resumable cell by cell (a cell with its row is
+skipped; a killed population resumes from its last checkpoints in `--runs`,
+exactly). A member is charged 1/P of the population's CPU seconds.
 
 `--large` applies the original release's published large-scale settings
 (shared/REFERENCES.md; `PUBLISHED` below): 1,024 envs, batch 512, 20 gradient
@@ -36,10 +34,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-import resource
-import subprocess
 import sys
-import time
 from typing import Any, Dict, List, Sequence, Tuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -300,80 +295,59 @@ def split_variant(variant: str) -> Tuple[str, str]:
 # ----------------------------------------------------------------- training
 
 
-def start_command(args: argparse.Namespace, agent: str, task: str, seed: int,
-                  run_dir: str) -> List[str]:
-  """The `roxie train` arguments that start a run (one iteration long).
+def cell_args(args: argparse.Namespace, agent: str) -> argparse.Namespace:
+  """The namespace `benchmarks/dmc.py`'s cell machinery reads, for `agent`."""
+  return argparse.Namespace(
+      variant=variant_label(args), overrides=sorted(args.settings[agent].items()),
+      runs=args.runs, eval_every=args.eval_every,
+      eval_episodes=args.eval_episodes, episode_length=None,
+      results=args.results, curves=args.curves, budgets=[args.steps])
 
-  `dmc.train_cell` resumes it from there to the budget.
+
+def with_backend(args: argparse.Namespace, cmd: Sequence[str]) -> List[str]:
+  """`cmd` with `--backend`, where it starts runs (a resume keeps its own)."""
+  if '--resume' in cmd:
+    return list(cmd)
+  return list(cmd[:5]) + ['--backend', args.backend] + list(cmd[5:])
+
+
+def start_command(args: argparse.Namespace, agent: str, task: str,
+                  seeds: Sequence[int], root: str) -> List[str]:
+  """The `roxie train` arguments that start a cell's seeds: one population.
+
+  dmc.py's command (`--seeds`, the budget, the settings as `--set`, the
+  action repeat made explicit) with this script's `--backend`.
   """
-  cmd = ['train', '--agent', agent, '--task', task, '--backend',
-         args.backend, '--seed', str(seed), '--steps', '1', '--out', run_dir,
-         '--eval-every', str(args.eval_every), '--eval-episodes',
-         str(args.eval_episodes), '--quiet']
-  for k, v in sorted(args.settings[agent].items()):
-    cmd += ['--set', f'{k}={v}']
-  return cmd
-
-
-def _children_cpu() -> float:
-  r = resource.getrusage(resource.RUSAGE_CHILDREN)
-  return r.ru_utime + r.ru_stime
-
-
-def start_run(args: argparse.Namespace, agent: str, task: str, seed: int,
-              run_dir: str) -> None:
-  """Starts a run (config.json and a first checkpoint) in a child process.
-
-  Its CPU and wall seconds go to dmc's sidecar file, from which
-  `train_cell` counts on.
-
-  Raises:
-    RuntimeError: the child failed (its last output in the message).
-  """
-  cmd = start_command(args, agent, task, seed, run_dir)
-  print(f'[humanoid] {agent} {task} seed {seed}: starting the run '
-        f'({args.backend})', flush=True)
-  c0, t0 = _children_cpu(), time.time()
-  proc = subprocess.run([sys.executable, '-m', 'roxie.cli', *cmd],
-                        capture_output=True, text=True)
-  if proc.returncode != 0:
-    tail = (proc.stdout + proc.stderr)[-2000:]
-    raise RuntimeError(f'{agent} {task} seed {seed}: roxie train exited '
-                       f'{proc.returncode}:\n{tail}')
-  dmc._save_state(run_dir, {'cpu_s': _children_cpu() - c0,  # pylint: disable=protected-access
-                            'wall_s': time.time() - t0, 'evals': []})
+  return with_backend(args, dmc.new_run_command(
+      cell_args(args, agent), agent, task, seeds, args.steps, root))
 
 
 def train(args: argparse.Namespace) -> int:
-  """Runs every missing cell; returns how many failed."""
+  """Trains every missing cell; returns how many children failed.
+
+  A cell's pending seeds train as one population (`roxie train --seeds`), a
+  killed one resumes from its checkpoints, a cell with its row is skipped:
+  `dmc.plan_children` and `dmc.train_members`, as the DMC benchmark does.
+  """
   os.makedirs(os.path.dirname(os.path.abspath(args.results)), exist_ok=True)
   identity = dmc.code_identity()
   variant = variant_label(args)
   failed = 0
   for agent in args.agents:
-    cell_args = argparse.Namespace(
-        variant=variant, overrides=sorted(args.settings[agent].items()),
-        runs=args.runs, eval_every=args.eval_every,
-        eval_episodes=args.eval_episodes, episode_length=None,
-        results=args.results, curves=args.curves)
+    cell = cell_args(args, agent)
     for task in args.tasks:
-      for seed in args.seeds:
-        rows = dmc.read_rows(args.results, dmc.COLUMNS)
-        done = {int(r['budget']) for r in rows
-                if (r['agent'], r['task'], int(r['seed']), r['variant'])
-                == (agent, task, seed, variant)}
-        if args.steps in done:
-          continue
-        run_dir = os.path.join(args.runs,
-                               f'{agent}-{task}-seed{seed}-{variant}')
+      done = dmc._done(dmc.read_rows(args.results, dmc.COLUMNS), agent, task,  # pylint: disable=protected-access
+                       variant)
+      pending = [s for s in args.seeds if args.steps not in done.get(s, ())]
+      for members, cmd in dmc.plan_children(cell, agent, task, pending):
         try:
-          if not os.path.exists(os.path.join(run_dir, 'config.json')):
-            start_run(args, agent, task, seed, run_dir)
-          dmc.train_cell(cell_args, agent, task, seed, [args.steps], done,
-                         identity)
+          dmc.train_members(cell, agent, task, members,
+                            with_backend(args, cmd), done, identity)
         except RuntimeError as e:
           failed += 1
           print(f'[humanoid] {e}', file=sys.stderr, flush=True)
+        done = dmc._done(dmc.read_rows(args.results, dmc.COLUMNS), agent,  # pylint: disable=protected-access
+                         task, variant)
   return failed
 
 
