@@ -25,8 +25,6 @@ import re
 import signal
 import subprocess
 
-import pytest
-
 from roxie import checkpoint as ckpt
 
 from test_resume import read_rows  # pylint: disable=g-bad-import-order
@@ -94,10 +92,6 @@ def _check_stop(run_dir, text, signame, after):
   return step
 
 
-# ~170 s on 2 cores (four CLI processes, each compiling SAC's programs). The
-# fast suite keeps a signal's checkpoint and fresh-process resume
-# (test_resume_agents.py, PPO) and a population's (test_population_runs.py).
-@pytest.mark.slow
 def test_sigint_and_sigterm_stop_with_a_checkpoint_and_resume(tmp_path):
   run_dir = tmp_path / 'run'
   logs = [tmp_path / f'log{i}.txt' for i in range(4)]
