@@ -91,8 +91,17 @@ from roxie import losses, networks, optim
 from roxie.agents import off_policy
 from roxie.types import EnvSpec, Policy, Recipe, RunDefaults, Transition, check_spec
 
-# Duals live in log space; this floor (log 1e-8) keeps them from vanishing.
+# Duals live in log space; this floor (log 1e-8) keeps them from vanishing,
+# and this ceiling (log 1e6) from growing without limit. Without it, a KL
+# bound the policy cannot meet (Adam moves the online std by at most about
+# policy_lr a step, however large its multiplier; the std's KL on the
+# 21-dimensional HumanoidStand stayed ~9x its bound) raises the multiplier
+# exponentially: 4e10 at 10k env steps, 1.2e21 at 18k, then the float32
+# update overflowed to NaN (benchmarks/RESULTS.md, humanoid.py). At 1e6 a
+# KL of 1e-5 already weighs ~10, as much as the weighted log-likelihood;
+# CartpoleSwingup's defaults never exceed 5.3e3, so they are unchanged.
 _MIN_LOG_DUAL = -18.
+_MAX_LOG_DUAL = 13.815511  # log(1e6)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -322,7 +331,8 @@ def make(config: Config, spec: EnvSpec) -> Recipe:
                                                  state.policy_opt, p_grads)
     duals, dual_opt_state = optim.step(dual_opt, state.duals, state.dual_opt,
                                        d_grads)
-    duals = jax.tree.map(lambda x: jnp.maximum(x, _MIN_LOG_DUAL), duals)
+    duals = jax.tree.map(
+        lambda x: jnp.clip(x, _MIN_LOG_DUAL, _MAX_LOG_DUAL), duals)
 
     # 5. Targets: Polyak averaging (from pixels the target encoder at
     # encoder_tau), or hard copies (the encoder's too) every K updates.

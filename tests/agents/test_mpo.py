@@ -136,6 +136,43 @@ def test_alphas_follow_the_m_step_kls():
   assert np.all(new.duals.log_alpha_std > far.duals.log_alpha_std)
 
 
+def test_multipliers_stop_at_their_ceiling_and_the_update_stays_finite():
+  """A bound the policy cannot meet: the multipliers rise to a ceiling, no NaN.
+
+  Reproduces MPO's divergence on HumanoidStand (benchmarks/RESULTS.md): the
+  std's KL stayed above its bound, its multiplier grew without limit (4e10
+  at 10k env steps, 1.2e21 at 18k) and the float32 update overflowed. Here
+  the bounds are ~0, the target never moves (tau 0), and dual_lr 1 lets
+  Adam raise each log multiplier by ~1 per update: 80 updates would reach
+  e^80 without the ceiling.
+  """
+  recipe = _recipe(epsilon_mean=1e-30, epsilon_std=1e-30, dual_lr=1.,
+                   tau=0., action_penalty_epsilon=0.)
+  state = recipe.init(jax.random.PRNGKey(0), SPEC)
+  head = 'gaussian_actor/~/head'
+  policy = {**state.policy,
+            head: {**state.policy[head], 'b': state.policy[head]['b'] + 0.5}}
+  state = state._replace(policy=policy)
+  batch = _batch(jax.random.PRNGKey(1))
+
+  def body(s, key):
+    s, metrics = recipe.update(s, batch, key)
+    return s, (metrics['alpha_std'], metrics['policy_loss'])
+
+  final, (alpha_std, policy_loss) = jax.jit(lambda s: jax.lax.scan(
+      body, s, jax.random.split(jax.random.PRNGKey(2), 80)))(state)
+  ceiling = mpo._MAX_LOG_DUAL  # pylint: disable=protected-access
+  np.testing.assert_allclose(ceiling, np.log(1e6), rtol=1e-6)
+  # Without the ceiling: log multipliers ~45 (alpha ~2e19, where Adam's
+  # float32 moments overflow and the duals freeze) and a policy loss ~-4e11.
+  for log_alpha in (final.duals.log_alpha_mean, final.duals.log_alpha_std):
+    np.testing.assert_allclose(log_alpha, ceiling, rtol=1e-6)
+  assert float(np.max(alpha_std)) <= 1e6 * (1 + 1e-5)
+  assert np.all(np.abs(np.asarray(policy_loss)) < 1e8)
+  assert all(np.all(np.isfinite(np.asarray(x)))
+             for x in jax.tree.leaves((final.policy, final.critic)))
+
+
 @pytest.mark.parametrize('penalty', [1e-3, 0.])
 def test_action_penalty_pulls_an_out_of_bounds_mean_back(penalty):
   """With Q flat in the action, only the penalty objective moves the mean.
