@@ -298,8 +298,8 @@ def split_variant(variant: str) -> Tuple[str, str]:
 def cell_args(args: argparse.Namespace, agent: str) -> argparse.Namespace:
   """The namespace `benchmarks/dmc.py`'s cell machinery reads, for `agent`."""
   return argparse.Namespace(
-      variant=variant_label(args), overrides=sorted(args.settings[agent].items()),
-      runs=args.runs, eval_every=args.eval_every,
+      variant=variant_label(args),
+      overrides=sorted(args.settings[agent].items()), runs=args.runs, eval_every=args.eval_every,
       eval_episodes=args.eval_episodes, episode_length=None,
       results=args.results, curves=args.curves, budgets=[args.steps])
 
