@@ -88,9 +88,8 @@ def linear_recipe(spec: EnvSpec, *, batch_size: int = 8,
                 warmup_steps=0)
 
 
-def tiny_sac(spec: EnvSpec, num_envs: int, **overrides):
+def tiny_sac(spec: EnvSpec, **overrides):
   from roxie.agents import sac  # pylint: disable=g-import-not-at-top
-  del num_envs  # A run setting: the env carries it, not the agent's Config.
   kw = dict(hidden_sizes=(32, 32), layer_norm=False,
             batch_size=64, warmup_steps=200, replay_capacity=4000,
             updates_per_iteration=1, actor_lr=1e-3, critic_lr=1e-3)
@@ -333,7 +332,7 @@ def scenario_update(devices: int) -> dict:
   key = jax.random.PRNGKey(1)
   out = {}
   for name, recipe, n in (('linear', linear_recipe(spec), 8),
-                          ('sac', tiny_sac(spec, 4), 16)):
+                          ('sac', tiny_sac(spec), 16)):
     agent = recipe.init(jax.random.PRNGKey(0), spec)
     one = jax.jit(recipe.update)
     many = jax.jit(distributed.data_parallel_update(recipe.update, mesh))
@@ -398,7 +397,7 @@ def _ppo_update(devices, mesh, spec):
 def scenario_learn(devices: int) -> dict:
   mesh = distributed.make_mesh(devices)
   env = Integrator(num_envs=8)
-  recipe = tiny_sac(env.spec, 8)
+  recipe = tiny_sac(env.spec)
   init, run = loops.make_compiled_loop(recipe, env, iterations=50, mesh=mesh)
   evaluate = loops.make_evaluator(recipe, Integrator(num_envs=16))
   state = init(jax.random.PRNGKey(0))
