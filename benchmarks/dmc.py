@@ -416,6 +416,36 @@ def train_members(args, agent: str, task: str,
     _save_state(run_dir, states[seed])
 
 
+def train_pending_seeds(args, agent: str, task: str, seeds: Sequence[int],
+                        identity: Tuple[str, str], command=None,
+                        tag: str = 'dmc') -> int:
+  """Trains the seeds of one (agent, task) that lack a row at some budget.
+
+  The children of `plan_children` run one after another (`train_members`);
+  `command`, if given, maps each child's `roxie train` arguments first
+  (humanoid.py adds `--backend`). A failed child is reported and counted,
+  and the next one still runs.
+
+  Returns:
+    How many children failed.
+  """
+  def done_now():
+    return _done(read_rows(args.results, COLUMNS), agent, task, args.variant)
+
+  done = done_now()
+  pending = [s for s in seeds if not set(args.budgets) <= set(done.get(s, ()))]
+  failed = 0
+  for members, cmd in plan_children(args, agent, task, pending):
+    try:
+      train_members(args, agent, task, members,
+                    command(cmd) if command else cmd, done, identity)
+    except RuntimeError as e:
+      failed += 1
+      print(f'[{tag}] {e}', file=sys.stderr, flush=True)
+    done = done_now()
+  return failed
+
+
 def _overrides_text(args) -> str:
   """The overrides column: the --set fields, and a shortened episode."""
   items = dict(args.overrides)
@@ -512,7 +542,7 @@ def main(argv=None) -> int:
   try:
     args = parse_args(argv)
     # Refuse a results file written by another version before training.
-    rows = read_rows(args.results, COLUMNS)
+    read_rows(args.results, COLUMNS)
     read_rows(args.curves, CURVE_COLUMNS)
   except UsageError as e:
     print(f'dmc.py: error: {e}', file=sys.stderr)
@@ -523,17 +553,7 @@ def main(argv=None) -> int:
     failed = 0
     for agent in args.agents:
       for task in args.tasks:
-        done = _done(rows, agent, task, args.variant)
-        pending = [s for s in args.seeds
-                   if not set(args.budgets) <= set(done.get(s, ()))]
-        for members, cmd in plan_children(args, agent, task, pending):
-          try:
-            train_members(args, agent, task, members, cmd, done, identity)
-          except RuntimeError as e:
-            failed += 1
-            print(f'[dmc] {e}', file=sys.stderr, flush=True)
-          rows = read_rows(args.results, COLUMNS)
-          done = _done(rows, agent, task, args.variant)
+        failed += train_pending_seeds(args, agent, task, args.seeds, identity)
   try:
     import dmc_report  # pylint: disable=g-import-not-at-top
   except ImportError:

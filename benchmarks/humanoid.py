@@ -3,8 +3,8 @@
 Each (agent, task) trains its seeds as one population (`roxie train
 --seeds`, one program) to `--steps` env steps on `--backend` ('cpu', native
 MuJoCo, or 'mjx'), through the DMC benchmark's machinery
-(`benchmarks/dmc.py`'s `plan_children` and `train_members`, with this
-script's `--backend` added): each seed's row appended whole to
+(`benchmarks/dmc.py`'s `train_pending_seeds`, with this script's
+`--backend` added): each seed's row appended whole to
 `benchmarks/results/humanoid.csv` (dmc.csv's columns) and every evaluation
 to `humanoid_curves.csv`; resumable cell by cell (a cell with its row is
 skipped; a killed population resumes from its last checkpoints in `--runs`,
@@ -299,16 +299,17 @@ def cell_args(args: argparse.Namespace, agent: str) -> argparse.Namespace:
   """The namespace `benchmarks/dmc.py`'s cell machinery reads, for `agent`."""
   return argparse.Namespace(
       variant=variant_label(args),
-      overrides=sorted(args.settings[agent].items()), runs=args.runs, eval_every=args.eval_every,
-      eval_episodes=args.eval_episodes, episode_length=None,
-      results=args.results, curves=args.curves, budgets=[args.steps])
+      overrides=sorted(args.settings[agent].items()), runs=args.runs,
+      eval_every=args.eval_every, eval_episodes=args.eval_episodes,
+      episode_length=None, results=args.results, curves=args.curves,
+      budgets=[args.steps])
 
 
 def with_backend(args: argparse.Namespace, cmd: Sequence[str]) -> List[str]:
   """`cmd` with `--backend`, where it starts runs (a resume keeps its own)."""
   if '--resume' in cmd:
     return list(cmd)
-  return list(cmd[:5]) + ['--backend', args.backend] + list(cmd[5:])
+  return list(cmd) + ['--backend', args.backend]
 
 
 def start_command(args: argparse.Namespace, agent: str, task: str,
@@ -316,7 +317,8 @@ def start_command(args: argparse.Namespace, agent: str, task: str,
   """The `roxie train` arguments that start a cell's seeds: one population.
 
   dmc.py's command (`--seeds`, the budget, the settings as `--set`, the
-  action repeat made explicit) with this script's `--backend`.
+  action repeat made explicit) with this script's `--backend`: what `train`
+  runs for seeds without a run.
   """
   return with_backend(args, dmc.new_run_command(
       cell_args(args, agent), agent, task, seeds, args.steps, root))
@@ -325,29 +327,19 @@ def start_command(args: argparse.Namespace, agent: str, task: str,
 def train(args: argparse.Namespace) -> int:
   """Trains every missing cell; returns how many children failed.
 
-  A cell's pending seeds train as one population (`roxie train --seeds`), a
-  killed one resumes from its checkpoints, a cell with its row is skipped:
-  `dmc.plan_children` and `dmc.train_members`, as the DMC benchmark does.
+  `dmc.train_pending_seeds`, as the DMC benchmark does: a cell's pending seeds train
+  as one population (`roxie train --seeds`), a killed one resumes from its
+  checkpoints, a cell with its row is skipped.
   """
   os.makedirs(os.path.dirname(os.path.abspath(args.results)), exist_ok=True)
   identity = dmc.code_identity()
-  variant = variant_label(args)
   failed = 0
   for agent in args.agents:
     cell = cell_args(args, agent)
     for task in args.tasks:
-      done = dmc._done(dmc.read_rows(args.results, dmc.COLUMNS), agent, task,  # pylint: disable=protected-access
-                       variant)
-      pending = [s for s in args.seeds if args.steps not in done.get(s, ())]
-      for members, cmd in dmc.plan_children(cell, agent, task, pending):
-        try:
-          dmc.train_members(cell, agent, task, members,
-                            with_backend(args, cmd), done, identity)
-        except RuntimeError as e:
-          failed += 1
-          print(f'[humanoid] {e}', file=sys.stderr, flush=True)
-        done = dmc._done(dmc.read_rows(args.results, dmc.COLUMNS), agent,  # pylint: disable=protected-access
-                         task, variant)
+      failed += dmc.train_pending_seeds(
+          cell, agent, task, args.seeds, identity,
+          command=lambda cmd: with_backend(args, cmd), tag='humanoid')
   return failed
 
 
