@@ -80,6 +80,7 @@ observations are unaffected.
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import NamedTuple, Optional, Tuple
 
 import haiku as hk
@@ -101,7 +102,7 @@ from roxie.types import EnvSpec, Policy, Recipe, RunDefaults, Transition, check_
 # KL of 1e-5 already weighs ~10, as much as the weighted log-likelihood;
 # CartpoleSwingup's defaults never exceed 5.3e3, so they are unchanged.
 _MIN_LOG_DUAL = -18.
-_MAX_LOG_DUAL = 13.815511  # log(1e6)
+_MAX_LOG_DUAL = math.log(1e6)
 
 
 @dataclasses.dataclass(frozen=True)

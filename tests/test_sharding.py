@@ -212,7 +212,8 @@ def test_local_copy_and_mesh_errors():
 # -- in subprocesses (several devices) -----------------------------------------
 
 
-@pytest.mark.parametrize('devices', [2, pytest.param(4, marks=pytest.mark.slow)])
+@pytest.mark.parametrize('devices',
+                         [2, pytest.param(4, marks=pytest.mark.slow)])
 def test_data_parallel_update_equals_one_device_on_the_whole_batch(devices):
   r = run_worker('update', devices)
   # The deterministic recipe: D devices holding different batches give the
