@@ -136,9 +136,10 @@ class Config(off_policy.ReplayConfig):
   init_alpha_std: float = 10.
   # Out-of-bounds action penalty (second objective; 0 turns it off).
   action_penalty_epsilon: float = 1e-3
-  # From pixels (dict observations only; see the module docstring), the
-  # fields of `networks.PixelConfig`: encoder_channels, encoder_strides,
-  # encoder_feature_size, encoder_tau (Polyak targets only) and augment_pad.
+  # From pixels (dict observations only; see the module docstring): the
+  # `pixels` field (`networks.PixelConfig`: encoder_channels,
+  # encoder_strides, encoder_feature_size, encoder_pooling, encoder_tau
+  # (Polyak targets only) and augment_pad).
 
 
 # How MPO runs unless told otherwise (run settings, not Config fields): 8
@@ -345,7 +346,7 @@ def make(config: Config, spec: EnvSpec) -> Recipe:
     else:
       follow = lambda new, old: optax.incremental_update(new, old, c.tau)
       follow_critic = lambda new, old: critic.polyak(new, old, c.tau,
-                                                     c.encoder_tau)
+                                                     c.pixels.encoder_tau)
     new_state = State(
         policy=policy_params, target_policy=follow(policy_params,
                                                    state.target_policy),

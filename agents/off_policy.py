@@ -52,12 +52,16 @@ from roxie.types import EnvSpec, Recipe, ReplaySpec, RunDefaults, Transition, ch
 
 
 @dataclasses.dataclass(frozen=True)
-class ReplayConfig(networks.PixelConfig):
+class ReplayConfig:
   """Collection, replay and target fields of every off-policy recipe.
 
   The base of this module's `Config` and of SAC's and MPO's; a recipe
-  redeclares a field to change its default (it keeps its place).
+  redeclares a field to change its default (it keeps its place). `pixels`
+  is how observations with images are encoded (flat ones ignore it); its
+  fields are set by their own names (`--set encoder_pooling=mean`).
   """
+  pixels: networks.PixelConfig = dataclasses.field(
+      default_factory=networks.PixelConfig)
   # Collection and schedule (per env: the run decides how many envs).
   steps_per_iteration: int = 1  # Env steps per env between update bursts.
   updates_per_iteration: int = 4  # Gradient steps per burst.
@@ -348,7 +352,7 @@ def make(config: Config, spec: EnvSpec, *, name: str,
             target_actor=optax.incremental_update(
                 actor_params, s.target_actor, c.tau),
             target_critic=net.polyak(s.critic, s.target_critic, c.tau,
-                                     c.encoder_tau))
+                                     c.pixels.encoder_tau))
       else:
         new_targets = dict(target_actor=actor_params, target_critic=s.critic)
       return s._replace(actor=actor_params, actor_opt=actor_opt_state,

@@ -71,9 +71,10 @@ class Config(off_policy.ReplayConfig):
   max_grad_norm: Optional[float] = None
   init_alpha: float = 0.1
   target_entropy: Optional[float] = None  # Default: -action_size.
-  # From pixels (dict observations only; see the module docstring), the
-  # fields of `networks.PixelConfig`: encoder_channels, encoder_strides,
-  # encoder_feature_size, encoder_tau and augment_pad.
+  # From pixels (dict observations only; see the module docstring): the
+  # `pixels` field (`networks.PixelConfig`: encoder_channels,
+  # encoder_strides, encoder_feature_size, encoder_pooling, encoder_tau and
+  # augment_pad).
 
 
 # How SAC runs unless told otherwise (run settings, not Config fields;
@@ -242,7 +243,7 @@ def make(config: Config, spec: EnvSpec) -> Recipe:
     # Targets: the Q-heads at tau, from pixels the target encoder at
     # encoder_tau.
     target_critic = critic.polyak(critic_params, state.target_critic, c.tau,
-                                  c.encoder_tau)
+                                  c.pixels.encoder_tau)
     new_state = State(
         actor=actor_params, critic=critic_params,
         target_critic=target_critic,

@@ -153,7 +153,8 @@ def large_overrides(agent: str, config: Any
       to it names a field its Config does not have.
   """
   from roxie.run import RUN_SETTINGS  # pylint: disable=g-import-not-at-top
-  names = {f.name for f in dataclasses.fields(config)} | set(RUN_SETTINGS)
+  from roxie import config as config_lib  # pylint: disable=g-import-not-at-top
+  names = set(config_lib.field_names(config)) | set(RUN_SETTINGS)
   overrides: Dict[str, Any] = {}
   lines: List[Tuple[str, str]] = []
   missing = []

@@ -99,7 +99,7 @@ def config_for(module, name: str, large: bool, obs: str = 'state'):
   if obs != 'state':
     overrides.update(run_lib.pixel_defaults(name))
   if large:
-    names = {f.name for f in dataclasses.fields(module.Config)}
+    names = set(config_lib.field_names(module.Config))
     overrides.update({k: v for k, v in LARGE[name].items()
                       if k in names or k in run_lib.RUN_SETTINGS})
   fields = run_lib.split_overrides(overrides)[1]

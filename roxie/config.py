@@ -1,5 +1,13 @@
 """Typed overrides of recipe config dataclasses (`--set field=value`).
 
+Sub-configs. A field whose annotation is itself a dataclass (the recipes'
+`pixels: networks.PixelConfig`) groups settings in Python, but its fields
+are addressed by their own names everywhere text is involved: `--set
+encoder_pooling=mean` (or `--set pixels.encoder_pooling=mean`), the flat
+keys of config.json (`to_dict` / `from_dict`, the layout roxie has always
+written), validation messages. So sub-config field names must not clash
+with the parent's (`sub_configs` checks).
+
 `validate(config)` checks a recipe Config's values: each field's type from
 the dataclass annotations, the ranges of `RULES` (by field name, so one
 table serves every recipe, including user recipes that reuse the names),
@@ -70,36 +78,116 @@ def parse_overrides(items: Iterable[str]) -> Dict[str, str]:
   return out
 
 
+def sub_configs(config_or_cls: Any) -> Dict[str, type]:
+  """{field name: dataclass} of the fields of a config that are sub-configs.
+
+  A field annotated with a dataclass type (or Optional of one) is a
+  sub-config; its fields share the parent's flat namespace (module
+  docstring), so a name in both is refused here.
+  """
+  cls = (config_or_cls if isinstance(config_or_cls, type)
+         else type(config_or_cls))
+  hints = typing.get_type_hints(cls)
+  out: Dict[str, type] = {}
+  for f in dataclasses.fields(cls):
+    kind = hints.get(f.name)
+    if typing.get_origin(kind) is typing.Union:
+      non_none = [a for a in typing.get_args(kind) if a is not type(None)]
+      kind = non_none[0] if len(non_none) == 1 else None
+    if isinstance(kind, type) and dataclasses.is_dataclass(kind):
+      out[f.name] = kind
+  if out:
+    names = {f.name for f in dataclasses.fields(cls)}
+    for sub, sub_cls in out.items():
+      clash = names & {f.name for f in dataclasses.fields(sub_cls)}
+      if clash:
+        raise TypeError(
+            f'{cls.__qualname__}.{sub} ({sub_cls.__qualname__}) has fields '
+            f'named like {cls.__qualname__}\'s own: {", ".join(sorted(clash))}'
+            '. Sub-config fields share the flat names of --set and '
+            'config.json; rename them.')
+  return out
+
+
+def _sub_field_owner(config: Any, key: str) -> Optional[Tuple[str, str]]:
+  """(sub-config field, its field) that the override `key` names, if any."""
+  subs = sub_configs(config)
+  if '.' in key:
+    sub, name = key.split('.', 1)
+    if sub in subs and name in {f.name for f in dataclasses.fields(subs[sub])}:
+      return sub, name
+    return None
+  for sub, sub_cls in subs.items():
+    if key in {f.name for f in dataclasses.fields(sub_cls)}:
+      return sub, key
+  return None
+
+
+def field_names(config: Any) -> List[str]:
+  """Every name `--set` takes for `config`: its fields, sub-configs' inlined."""
+  subs = sub_configs(config)
+  out = []
+  for f in dataclasses.fields(config):
+    if f.name in subs:
+      out.extend(g.name for g in dataclasses.fields(subs[f.name]))
+    else:
+      out.append(f.name)
+  return out
+
+
 def apply_overrides(config: Any, overrides: Mapping[str, Any]) -> Any:
   """A copy of the dataclass `config` with fields replaced.
 
   String values are parsed by the field's annotated type; other values are
-  checked against it. Unknown fields raise a `ConfigError` naming the valid
-  ones.
+  checked against it. A sub-config's field is named by its own name (or
+  `sub.name`). Unknown fields raise a `ConfigError` naming the valid ones.
   """
   fields = {f.name: f for f in dataclasses.fields(config)}
+  subs = sub_configs(config)
   hints = typing.get_type_hints(type(config))
   changes = {}
+  nested: Dict[str, Dict[str, Any]] = {}
   for key, value in overrides.items():
+    owner = None if key in fields and key not in subs else _sub_field_owner(
+        config, key)
+    if owner is not None:
+      nested.setdefault(owner[0], {})[owner[1]] = value
+      continue
+    if key in subs and isinstance(value, str):
+      raise ConfigError(
+          f'{key} is a group of settings; set its fields one by one: '
+          + ', '.join(f'{g.name}=...' for g in dataclasses.fields(subs[key]))
+          + '.')
     if key not in fields:
-      close = difflib.get_close_matches(key, fields, n=3)
+      names = field_names(config)
+      close = difflib.get_close_matches(key, names, n=3)
       hint = f' Did you mean {", ".join(close)}?' if close else ''
       raise ConfigError(
           f'Unknown config field {key!r} for {type(config).__qualname__}.{hint} '
-          f'Fields: {", ".join(sorted(fields))}.')
+          f'Fields: {", ".join(sorted(names))}.')
     kind = hints[key]
     if isinstance(value, str):
       changes[key] = _parse(value, kind, key)
     else:
       changes[key] = value
+  for sub, values in nested.items():
+    current = changes.get(sub, getattr(config, sub))
+    if current is None:
+      current = subs[sub]()
+    changes[sub] = apply_overrides(current, values)
   return dataclasses.replace(config, **changes)
 
 
 def to_dict(config: Any) -> Dict[str, Any]:
-  """A JSON-friendly dict of a config dataclass."""
+  """A JSON-friendly dict of a config dataclass (sub-configs inlined, flat)."""
+  subs = sub_configs(config)
   out = {}
   for f in dataclasses.fields(config):
     v = getattr(config, f.name)
+    if f.name in subs:
+      if v is not None:
+        out.update(to_dict(v))
+      continue
     out[f.name] = list(v) if isinstance(v, tuple) else v
   return out
 
@@ -107,25 +195,41 @@ def to_dict(config: Any) -> Dict[str, Any]:
 def from_dict(config_cls: Any, values: Mapping[str, Any]) -> Any:
   """Rebuilds a config dataclass from `to_dict` output.
 
-  Entries named as run settings (`roxie.types.RUN_SETTINGS`) that the
-  dataclass has no field for are left out: written when roxie's Configs
-  still declared them (config.json files, policy bundles), they are the
-  run's, not the agent's.
+  A sub-config's fields are read from the flat keys `to_dict` writes (a
+  nested {sub: {...}} mapping is taken too); a sub-config none of whose
+  fields is given keeps its default. Entries named as run settings
+  (`roxie.types.RUN_SETTINGS`) that the dataclass has no field for are left
+  out: written when roxie's Configs still declared them (config.json files,
+  policy bundles), they are the run's, not the agent's.
   """
   from roxie.types import RUN_SETTINGS  # pylint: disable=g-import-not-at-top
   hints = typing.get_type_hints(config_cls)
-  names = {f.name for f in dataclasses.fields(config_cls)}
+  subs = sub_configs(config_cls)
+  names = set(field_names(config_cls)) | {f.name for f in
+                                          dataclasses.fields(config_cls)}
   values = {k: v for k, v in values.items()
             if k in names or k not in RUN_SETTINGS}
   kwargs = {}
+  used = set()
   for f in dataclasses.fields(config_cls):
+    if f.name in subs:
+      sub_names = {g.name for g in dataclasses.fields(subs[f.name])}
+      given = {k: v for k, v in values.items() if k in sub_names}
+      used.update(given)
+      if isinstance(values.get(f.name), Mapping):
+        given.update(values[f.name])
+        used.add(f.name)
+      if given:
+        kwargs[f.name] = from_dict(subs[f.name], given)
+      continue
     if f.name in values:
       v = values[f.name]
       kind = hints[f.name]
       if typing.get_origin(kind) is tuple and isinstance(v, list):
         v = tuple(v)
       kwargs[f.name] = v
-  unknown = set(values) - set(kwargs)
+      used.add(f.name)
+  unknown = set(values) - used
   if unknown:
     raise ConfigError(f'Unknown config fields for {config_cls.__qualname__}: '
                       f'{", ".join(sorted(unknown))}.')
@@ -235,6 +339,7 @@ def problems(config: Any, *, num_envs: Optional[int] = None) -> List[str]:
     raise TypeError(f'validate() takes a config dataclass instance, got '
                     f'{type(config).__name__}.')
   hints = typing.get_type_hints(type(config))
+  subs = sub_configs(config)
   out = []
   values = {}
   for f in dataclasses.fields(config):
@@ -245,6 +350,9 @@ def problems(config: Any, *, num_envs: Optional[int] = None) -> List[str]:
       out.extend(found)
       continue
     if value is None:
+      continue
+    if f.name in subs:  # Its fields by their own (flat) names.
+      out.extend(problems(value))
       continue
     rule = RULES.get(f.name)
     if rule is not None and not rule[0](value):

@@ -16,6 +16,7 @@ import pytest
 
 from roxie import agents
 from roxie import cli
+from roxie import config as config_lib
 from roxie import envs
 from roxie import export
 from roxie import gl
@@ -45,7 +46,7 @@ needs_video = pytest.mark.skipif(
 def _untrained_policy():
   """A SAC pixel policy as `policy_from_run` builds one (env_options JSON)."""
   module = agents.get_agent('sac')
-  cfg = dataclasses.replace(module.Config(), **run_lib.split_overrides(
+  cfg = config_lib.apply_overrides(module.Config(), run_lib.split_overrides(
       {**module.PIXEL_DEFAULTS, **TINY})[1])
   spec = envs.make(TASK, num_envs=1, **run_lib.env_kwargs(OPTIONS)).spec
   state = module.make(cfg, spec).init(jax.random.PRNGKey(0), spec)

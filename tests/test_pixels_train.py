@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from roxie import cli
+from roxie import config as config_lib
 from roxie import envs
 from roxie import export
 from roxie import gl
@@ -29,7 +30,7 @@ def test_sac_from_pixels_runs_through_the_compiled_loop(gl_backend):
   env = envs.make('CartpoleSwingup', num_envs=2, episode_length=40,
                   pixels=envs.PixelSpec(height=16, width=16, frame_stack=3,
                                         state=False))
-  cfg = dataclasses.replace(sac.Config(), **TINY)
+  cfg = config_lib.apply_overrides(sac.Config(), TINY)
   recipe = sac.make(cfg, env.spec)
   init, step = loops.make_compiled_loop(recipe, env, iterations=40)
   state = init(jax.random.PRNGKey(0))

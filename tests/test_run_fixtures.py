@@ -91,7 +91,7 @@ def test_the_old_pixel_schedule_config_loads(tmp_path):
   shutil.copy(os.path.join(FIXTURES, 'pixels_schedule_config.json'),
               run_dir / 'config.json')
   run, _, cfg = run_lib.load_run_config(str(run_dir))
-  assert cfg.encoder_pooling == 'mean'
+  assert cfg.pixels.encoder_pooling == 'mean'
   assert run.resolution_schedule == ((0, 16, 16), (80, 24, 24))
   # No checkpoint: evaluation and export use the first stage's size.
   options = run_lib.trained_env_options(str(run_dir), run)

@@ -42,10 +42,9 @@ program is first traced. Member k follows the single run of
 member computes in float32 what the single run may fold from a Python float
 (e.g. 1 - tau, or D4PG's support from the discount).
 
-The fields each built-in recipe supports (all its float fields; each is
-traced per member by tests/loops/test_population_hparams.py; and
-`encoder_tau`, pixels only, has no effect since a population refuses
-pixels):
+The fields each built-in recipe supports (all its own float fields; each
+is traced per member by tests/loops/test_population_hparams.py; those of
+its `pixels` settings are not swept, since a population refuses pixels):
 
   ddpg  discount, tau, actor_lr, critic_lr, max_grad_norm, noise_start,
         noise_end, saturation_weight, saturation_threshold
@@ -211,10 +210,18 @@ def check_hparams(config, hparams: Mapping[str, Sequence[float]],
     raise ValueError('hparams is empty: give {field: one value per member} '
                      'or None.')
   names = {f.name for f in dataclasses.fields(config)}
+  nested = {g.name: f.name for f in dataclasses.fields(config)
+            if dataclasses.is_dataclass(getattr(config, f.name))
+            for g in dataclasses.fields(getattr(config, f.name))}
   sweepable = sweepable_fields(config)
   listed = ', '.join(sweepable) or 'none'
   checked = {}
   for name, values in hparams.items():
+    if name in nested and name not in names:
+      raise ValueError(
+          f'{name} (of {type(config).__name__}.{nested[name]}) cannot differ '
+          'per member: only the config\'s own float fields can. The fields '
+          f'that may differ per member: {listed}.')
     if name not in names:
       raise ValueError(
           f'{type(config).__name__} has no field {name!r}. The fields that '

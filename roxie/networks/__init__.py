@@ -33,6 +33,7 @@ from roxie.networks.pixels import make_shared_encoder
 from roxie.networks.pixels import observation_encoder
 from roxie.networks.pixels import ObservationEncoder
 from roxie.networks.pixels import PixelConfig
+from roxie.networks.pixels import pixel_config
 from roxie.networks.pixels import PixelEncoder
 from roxie.networks.pixels import policy_input
 from roxie.networks.pixels import policy_params_with_encoder
@@ -76,6 +77,7 @@ __all__ = (
     'MLP',
     'observation_encoder',
     'ObservationEncoder',
+    'pixel_config',
     'PixelConfig',
     'PixelEncoder',
     'policy_input',

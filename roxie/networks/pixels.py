@@ -517,9 +517,13 @@ def encoded_critic(critic: hk.Transformed,
 
 @dataclasses.dataclass(frozen=True)
 class PixelConfig:
-  """Config fields of a recipe that trains from pixels (a base dataclass).
+  """How a recipe encodes pixels: its config's `pixels` field.
 
-  They only matter for dict observations with images; see
+  A recipe config holds one (`pixels: PixelConfig`, e.g.
+  `sac.Config(pixels=networks.PixelConfig(encoder_pooling='mean'))`); its
+  fields keep their own names on the command line and in config.json
+  (`--set encoder_pooling=mean`; see `roxie.config`). They only matter for
+  dict observations with images; see
   `make_shared_encoder` and `encoded_critic`. The default conv is small for
   CPUs: 16-32-32 channels of 3x3, stride 2 each, 50 features.
   `encoder_pooling` is the `PixelEncoder`'s pooling: 'flatten' (the default),
@@ -537,14 +541,30 @@ class PixelConfig:
     check_pooling(self.encoder_pooling)  # A bad --set fails at once.
 
 
+def pixel_config(config: Any) -> PixelConfig:
+  """The `PixelConfig` of a recipe config (its `pixels` field).
+
+  `config` may be a `PixelConfig` itself; a config without a `pixels` field
+  (a user recipe's that never reads pixels) gets the defaults.
+  """
+  if isinstance(config, PixelConfig):
+    return config
+  found = getattr(config, 'pixels', None)
+  return PixelConfig() if found is None else found
+
+
 def encoder_from_config(config: Any, spec: Any) -> Optional[SharedEncoder]:
-  """The `SharedEncoder` a `PixelConfig` asks for; None for flat specs."""
+  """The `SharedEncoder` a recipe config's pixels ask for; None if flat.
+
+  Args:
+    config: a recipe config with a `pixels` field, or a `PixelConfig`.
+    spec: the env spec.
+  """
+  p = pixel_config(config)
   return make_shared_encoder(
-      spec.obs_shapes, channels=config.encoder_channels,
-      strides=config.encoder_strides,
-      feature_size=config.encoder_feature_size,
-      augment_pad=config.augment_pad,
-      pooling=getattr(config, 'encoder_pooling', 'flatten'))
+      spec.obs_shapes, channels=p.encoder_channels, strides=p.encoder_strides,
+      feature_size=p.encoder_feature_size, augment_pad=p.augment_pad,
+      pooling=p.encoder_pooling)
 
 
 def policy_params_with_encoder(params: Mapping[str, Any],
@@ -559,7 +579,7 @@ def policy_params_with_encoder(params: Mapping[str, Any],
 def observation_encoder(config: Any, spec: Any) -> SharedEncoder:
   """The encoder a recipe reads `spec`'s observations through, chosen once.
 
-  The conv encoder a `PixelConfig` asks for on dict observations, the
+  The conv encoder the config's `PixelConfig` asks for on dict observations, the
   identity (`identity_encoder(spec.obs_size)`) on flat ones.
   """
   encoder = encoder_from_config(config, spec)

@@ -66,15 +66,11 @@ def resolve_config(agent: str, overrides: Mapping[str, Any]):
   try:
     return module, config_lib.apply_overrides(module.Config(), fields)
   except config_lib.ConfigError as e:
-    if any(k not in _field_names(module.Config) for k in fields):
+    if any(k not in config_lib.field_names(module.Config) for k in fields):
       raise config_lib.ConfigError(
           f'{e} Run settings (also --set): {", ".join(RUN_SETTINGS)}.'
       ) from None
     raise
-
-
-def _field_names(cls: Any) -> Tuple[str, ...]:
-  return tuple(f.name for f in dataclasses.fields(cls))
 
 
 def run_defaults(module: Any) -> RunDefaults:
@@ -421,6 +417,7 @@ def run_differences(run: Any, given: Mapping[str, Any]) -> List[str]:
       asked = config_lib.to_dict(config_lib.apply_overrides(saved, fields))
       have = config_lib.to_dict(saved)
       for field in fields:
+        field = field.rsplit('.', 1)[-1]  # pixels.encoder_pooling: flat key.
         if asked[field] != have[field]:
           diffs.append(f'config {field}: the run has {have[field]!r}, asked '
                        f'for {asked[field]!r}')

@@ -49,6 +49,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from roxie import checkpoint as ckpt_lib
+from roxie import config as config_lib
 from roxie import loops
 from roxie.loops import host as host_lib
 from roxie.run import files
@@ -188,11 +189,10 @@ class _Programs:
 
 def _swept(runs: Sequence[RunConfig]) -> Dict[str, List[float]]:
   """{field: the members' values} of the agent-config fields that differ."""
-  configs = [r.agent_config() for r in runs]
-  return {f.name: [float(getattr(c, f.name)) for c in configs]
-          for f in dataclasses.fields(configs[0])
-          if any(getattr(c, f.name) != getattr(configs[0], f.name)
-                 for c in configs[1:])}
+  configs = [config_lib.to_dict(r.agent_config()) for r in runs]
+  return {name: [float(c[name]) for c in configs]
+          for name in configs[0]
+          if any(c[name] != configs[0][name] for c in configs[1:])}
 
 
 # Built programs of populations in this process, by their members' settings

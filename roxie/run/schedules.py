@@ -136,7 +136,8 @@ def stage_meta(meta: Mapping[str, Any], stage: int) -> Dict[str, Any]:
 def check_schedule_pooling(agent: str, cfg: Any) -> None:
   """Raises RunError unless `cfg`'s encoder fits every resolution."""
   from roxie.networks import pixels as pixel_nets  # pylint: disable=g-import-not-at-top
-  pooling = getattr(cfg, 'encoder_pooling', None)
+  pixels = getattr(cfg, 'pixels', None)
+  pooling = None if pixels is None else pixels.encoder_pooling
   if pooling in pixel_nets.RESOLUTION_AGNOSTIC_POOLINGS:
     return
   if pooling is None:

@@ -15,15 +15,18 @@ import numpy as np
 import pytest
 
 from roxie import cli
+from roxie import config as config_lib
 from roxie import export
 from roxie import networks
 from roxie.agents import mpo
 from test_sac_pixels import SPEC, _batch  # pylint: disable=g-bad-import-order
 
 CFG = mpo.Config(hidden_sizes=(16, 16), batch_size=8, num_samples=4,
-                 encoder_channels=(8, 8), encoder_strides=(2, 2),
-                 encoder_feature_size=8, replay_capacity=400,
-                 warmup_steps=16, updates_per_iteration=1)
+                 pixels=networks.PixelConfig(encoder_channels=(8, 8),
+                                             encoder_strides=(2, 2),
+                                             encoder_feature_size=8),
+                 replay_capacity=400, warmup_steps=16,
+                 updates_per_iteration=1)
 
 
 def _leaf(params):
@@ -65,8 +68,8 @@ def test_pixel_update_trains_the_encoder_by_the_critic_loss_only():
   # Targets (Polyak): the encoder at encoder_tau, Q-head and policy at tau.
   np.testing.assert_allclose(
       _leaf(new.target_critic['encoder']),
-      (1 - CFG.encoder_tau) * _leaf(state.target_critic['encoder'])
-      + CFG.encoder_tau * _leaf(new.critic['encoder']), rtol=1e-5, atol=1e-7)
+      (1 - CFG.pixels.encoder_tau) * _leaf(state.target_critic['encoder'])
+      + CFG.pixels.encoder_tau * _leaf(new.critic['encoder']), rtol=1e-5, atol=1e-7)
   np.testing.assert_allclose(
       _leaf(new.target_critic['q']),
       (1 - CFG.tau) * _leaf(state.target_critic['q'])
@@ -114,7 +117,8 @@ def test_each_observation_is_encoded_once_per_update(augment_pad):
   batch = _batch(jax.random.PRNGKey(1))
   calls, convs = {}, {}
   for n in (2, 16):
-    cfg = dataclasses.replace(CFG, num_samples=n, augment_pad=augment_pad)
+    cfg = config_lib.apply_overrides(CFG, dict(num_samples=n,
+                                                 augment_pad=augment_pad))
     recipe = mpo.make(cfg, SPEC)
     state = recipe.init(jax.random.PRNGKey(0), SPEC)
     seen = []
@@ -144,7 +148,7 @@ def test_augmentation_is_a_config_switch():
   batch = _batch(jax.random.PRNGKey(1))
   outs = []
   for pad in (0, 4):
-    recipe = mpo.make(dataclasses.replace(CFG, augment_pad=pad), SPEC)
+    recipe = mpo.make(config_lib.apply_overrides(CFG, dict(augment_pad=pad)), SPEC)
     state = recipe.init(jax.random.PRNGKey(0), SPEC)
     new, _ = jax.jit(recipe.update)(state, batch, jax.random.PRNGKey(2))
     outs.append(_leaf(new.critic['encoder']))

@@ -12,7 +12,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from roxie import config as config_lib
 from roxie import loops
+from roxie import networks
 from roxie.agents import sac
 from roxie.types import EnvSpec, EnvState, TimeStep, Transition
 
@@ -22,8 +24,10 @@ SHAPES = (('pixels', (H, W, 3 * S), 'uint8'), ('state', (2,), 'float32'))
 SPEC = EnvSpec(task='PixelPoint', obs_size=2, action_size=1,
                obs_names=(('x', 2),), control_timestep=0.1, episode_length=8,
                obs_shapes=SHAPES, frame_stack=S)
-CFG = sac.Config(hidden_sizes=(16, 16), batch_size=8, encoder_channels=(4, 4),
-                 encoder_strides=(2, 2), encoder_feature_size=8,
+CFG = sac.Config(hidden_sizes=(16, 16), batch_size=8,
+                 pixels=networks.PixelConfig(encoder_channels=(4, 4),
+                                             encoder_strides=(2, 2),
+                                             encoder_feature_size=8),
                  replay_capacity=400, warmup_steps=16,
                  updates_per_iteration=1)
 
@@ -121,14 +125,14 @@ def test_pixel_update_trains_the_encoder_by_the_critic_loss_only():
   leaf = lambda p: jax.tree.leaves(p)[0]
   np.testing.assert_allclose(
       leaf(new.target_critic['encoder']),
-      (1 - CFG.encoder_tau) * leaf(state.target_critic['encoder'])
-      + CFG.encoder_tau * leaf(new.critic['encoder']), rtol=1e-5, atol=1e-7)
+      (1 - CFG.pixels.encoder_tau) * leaf(state.target_critic['encoder'])
+      + CFG.pixels.encoder_tau * leaf(new.critic['encoder']), rtol=1e-5, atol=1e-7)
   np.testing.assert_allclose(
       leaf(new.target_critic['q']),
       (1 - CFG.tau) * leaf(state.target_critic['q'])
       + CFG.tau * leaf(new.critic['q']), rtol=1e-5, atol=1e-7)
   # Without augmentation the critic fits a fixed batch.
-  recipe = sac.make(dataclasses.replace(CFG, augment_pad=0), SPEC)
+  recipe = sac.make(config_lib.apply_overrides(CFG, dict(augment_pad=0)), SPEC)
   update = jax.jit(recipe.update)
   new, metrics = update(state, batch, jax.random.PRNGKey(2))
   first = float(metrics['critic_loss'])
@@ -142,7 +146,7 @@ def test_augmentation_is_a_config_switch():
   batch = _batch(jax.random.PRNGKey(1))
   outs = []
   for pad in (0, 4):
-    cfg = dataclasses.replace(CFG, augment_pad=pad)
+    cfg = config_lib.apply_overrides(CFG, dict(augment_pad=pad))
     recipe = sac.make(cfg, SPEC)
     state = recipe.init(jax.random.PRNGKey(0), SPEC)
     new, _ = recipe.update(state, batch, jax.random.PRNGKey(2))
@@ -193,11 +197,11 @@ def test_pixel_sac_runs_in_the_compiled_loop_and_the_evaluator():
 def test_dpg_recipes_train_from_pixels_through_the_shared_helper(name):
   from roxie.agents import get_agent  # pylint: disable=g-import-not-at-top
   module = get_agent(name)
-  cfg = dataclasses.replace(
-      module.Config(), hidden_sizes=(16, 16), batch_size=8,
+  cfg = config_lib.apply_overrides(module.Config(), dict(
+      hidden_sizes=(16, 16), batch_size=8,
       encoder_channels=(4, 4), encoder_strides=(2, 2), encoder_feature_size=8,
       replay_capacity=400, warmup_steps=16,
-      updates_per_iteration=1)
+      updates_per_iteration=1))
   recipe = module.make(cfg, SPEC)
   state = recipe.init(jax.random.PRNGKey(0), SPEC)
   assert set(state.critic) == {'encoder', 'q'}
