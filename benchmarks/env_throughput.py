@@ -19,7 +19,11 @@ For each task and env count, prints env steps/s of
            the callback's crossing and copies, the host checks and XLA's
            action mapping, task functions and reset logic, without physics;
   mjx      roxie.envs.make(task, backend='mjx') in the same scan, with its
-           compile time (long for contact-rich models on CPU: 45-85 s).
+           compile time (long for contact-rich models on CPU: 45-85 s);
+           one pair of columns per `--impl` ('jax', the default, and/or
+           'warp': MuJoCo Warp physics, on Warp's CPU device here; its
+           compile column includes building Warp's kernels, cached on disk
+           after the first run).
 
 `--callbacks` instead compares host-callback mechanisms on a bare batch.step
 (io_callback, ordered io_callback, pure_callback, buffer_callback) against the
@@ -30,6 +34,7 @@ run is the least disturbed one); physics and callbacks are still sensitive to
 other load on the cores, so compare numbers from the same invocation.
 
   python benchmarks/env_throughput.py --quick
+  python benchmarks/env_throughput.py --tasks CheetahRun --envs 64 --impl jax,warp
   python benchmarks/env_throughput.py --tasks CheetahRun,HumanoidWalk --envs 64,256
   python benchmarks/env_throughput.py --callbacks --tasks PendulumSwingup,CheetahRun
 """
@@ -219,10 +224,12 @@ def _own_work(env, steps, repeats):
 
 
 def throughput(args):
+  mjx_heads = ''.join(f' {"mjx-" + i + "/s":>10s} {i + " jit s":>10s}'
+                      for i in args.impl)
   print(f'{"task":18s} {"B":>4s} {"raw/s":>10s} {"native/s":>10s} '
         f'{"ratio":>6s} {"cpu-t ratio":>11s} {"physics|cb|xla us":>19s} '
         f'{"prof ratio":>10s} {"own us":>6s} '
-        f'{"cpu jit s":>9s} {"mjx/s":>9s} {"mjx jit s":>9s}')
+        f'{"cpu jit s":>9s}{mjx_heads}')
   for name in args.tasks:
     task = _task(name)
     heavy_mjx = name.startswith(('Cheetah', 'Humanoid', 'Walker', 'Hopper',
@@ -239,18 +246,22 @@ def throughput(args):
       native = num_envs * steps / t_native
       prof = _profile(env, steps)
       own = _own_work(env, steps, args.repeats)
-      mjx_rate, mjx_compile = float('nan'), float('nan')
-      if not args.no_mjx and not (args.quick and heavy_mjx):
-        mjx_env = envs.make(task, backend='mjx', num_envs=num_envs)
-        mjx_steps = max(5, steps // 20) if heavy_mjx else steps
-        once, mjx_compile = _scan(mjx_env, mjx_steps)
-        mjx_rate = num_envs * mjx_steps / _best_time(
-            once, max(1, args.repeats // 2))
+      mjx_cols = ''
+      for impl in args.impl:
+        mjx_rate, mjx_compile = float('nan'), float('nan')
+        if not args.no_mjx and not (args.quick and heavy_mjx):
+          mjx_env = envs.make(task, backend='mjx', num_envs=num_envs,
+                              impl=impl)
+          mjx_steps = max(5, steps // 20) if heavy_mjx else steps
+          once, mjx_compile = _scan(mjx_env, mjx_steps)
+          mjx_rate = num_envs * mjx_steps / _best_time(
+              once, max(1, args.repeats // 2))
+        mjx_cols += f' {mjx_rate:10,.0f} {mjx_compile:10.1f}'
       prof_s = '{:5.0f}|{:4.0f}|{:4.0f}'.format(*prof)
       print(f'{name:18s} {num_envs:4d} {raw:10,.0f} {native:10,.0f} '
             f'{native / raw:6.2f} {c_raw / c_native:11.2f} {prof_s:>19s} '
             f'{prof[0] / prof.sum():10.2f} {own:6.1f} '
-            f'{cpu_compile:9.1f} {mjx_rate:9,.0f} {mjx_compile:9.1f}',
+            f'{cpu_compile:9.1f}{mjx_cols}',
             flush=True)
 
 
@@ -334,6 +345,9 @@ def main(argv=None):
   parser.add_argument('--quick', action='store_true',
                       help='small tasks, 64 envs, no MJX on contact-rich ones')
   parser.add_argument('--no-mjx', action='store_true')
+  parser.add_argument('--impl', default='jax',
+                      help="MJX impls to time, comma-separated: 'jax', "
+                      "'warp' (needs warp-lang) or both")
   parser.add_argument('--callbacks', action='store_true',
                       help='compare host-callback mechanisms instead')
   args = parser.parse_args(argv)
@@ -345,6 +359,10 @@ def main(argv=None):
     args.repeats = min(args.repeats, 3)
   args.tasks = [t for t in args.tasks.split(',') if t]
   args.envs = [int(b) for b in args.envs.split(',') if b]
+  args.impl = [i for i in args.impl.split(',') if i]
+  bad = [i for i in args.impl if i not in ('jax', 'warp')]
+  if bad:
+    parser.error(f"--impl takes 'jax' and/or 'warp', got {bad[0]!r}")
   print(f'jax {jax.__version__}, mujoco {mujoco.__version__}, '
         f'{os.cpu_count()} cores, nthread={args.nthread}, load average '
         f'(1/5/15 min) {_load()}', flush=True)

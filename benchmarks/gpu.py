@@ -22,8 +22,8 @@ for a rerun):
 
 Targets (one H200): off-policy training >= 150,000 env steps/s; the Warp
 renderer >= 100,000 frames/s. The JSON records each item's value or the text
-of its error (today `impl='warp'` physics is refused by roxie.envs with the
-reason, and that refusal is the item's result).
+of its error (where Warp is not installed, the Warp items' result is
+roxie.envs's message naming what to install).
 
 How it keeps to the budget: each item runs in a child process (one child runs
 a group of items in turn and reports each as it ends); the parent kills a
@@ -179,8 +179,8 @@ def plan(smoke: bool) -> List[Item]:
     items.append(Item(f'train.{agent}', 'train', f'train.{agent}', params,
                       *limits['train'],
                       target=OFF_POLICY_TARGET if agent == 'sac' else None))
-  # impl='warp' physics is refused at once today, so it shares the Warp
-  # renderer's child and goes first in it.
+  # impl='warp' physics shares the Warp renderer's child (one import of
+  # Warp, one kernel build) and goes first in it.
   for b in physics_envs:
     items.append(Item(f'mjx_physics.warp.{b}', 'physics', 'warp',
                       dict(physics, impl='warp', envs=b), *limits['warp']))

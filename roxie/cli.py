@@ -71,6 +71,10 @@ def _parser() -> argparse.ArgumentParser:
                  "mujoco_playground's per-domain preset (fewer solver "
                  "iterations, Euler; faster, esp. on MJX; a deviation from "
                  "the suite, see docs/PERFORMANCE.md)")
+  t.add_argument('--impl', default=None, choices=('jax', 'warp'),
+                 help="--backend mjx only: MJX's physics, 'jax' (default) or "
+                 "'warp' (MuJoCo Warp: CUDA, or Warp's CPU device; needs "
+                 "pip install 'roxie[warp]')")
   t.add_argument('--obs', default=None,
                  choices=('state', 'pixels', 'pixels+state'),
                  help="what the agent observes: the state vector (default), "
@@ -280,16 +284,18 @@ def _main(args: argparse.Namespace, early: Optional[_EarlySignal]) -> int:
 
 
 def _env_options(args: argparse.Namespace) -> Optional[Dict[str, Any]]:
-  """env_options from --episode-length and --physics (None: neither).
+  """env_options from --episode-length, --physics and --impl (None: none).
 
-  The default physics is not written, so a default run's config.json is
-  what it was before the flag existed.
+  The default physics and impl are not written, so a default run's
+  config.json is what it was before the flags existed.
   """
   options = {}
   if args.episode_length:
     options['episode_length'] = args.episode_length
   if args.physics not in (None, 'dm_control'):
     options['physics'] = args.physics
+  if getattr(args, 'impl', None) not in (None, 'jax'):
+    options['impl'] = args.impl
   return options or None
 
 
@@ -470,6 +476,17 @@ def _train_inputs(
     except ImportError as e:
       return None, _fail(str(e))
   env_options = _env_options(args)
+  if args.impl == 'warp':
+    if (args.backend or 'cpu') != 'mjx':
+      return None, _fail("--impl warp is MJX's physics (MuJoCo Warp): add "
+                         '--backend mjx.')
+    if (args.seeds is not None or args.sweep
+        or (args.num_devices or 1) > 1):
+      return None, _fail(
+          "--impl warp trains one run on one device: MuJoCo Warp's contact "
+          'pool is shared by the whole batch, so it is not split into '
+          'population members (--seeds, --sweep) or device shards '
+          "(--num-devices). Use --impl jax for those.")
   try:
     pixels = _pixel_options(args)
   except ValueError as e:

@@ -141,7 +141,8 @@ class Policy:
     from roxie import envs  # pylint: disable=g-import-not-at-top
     from roxie import run as run_lib  # pylint: disable=g-import-not-at-top
     return envs.make(self.task, backend=backend, num_envs=int(num_envs),
-                     **run_lib.env_kwargs({**self.env_options, **options}))
+                     **run_lib.env_kwargs({**self.env_options, **options},
+                                          backend))
 
   def __repr__(self):
     if self.pixels:
@@ -458,7 +459,7 @@ def _trained_state(run_dir: str):
   # With a resolution schedule: the size the saved state trained at last.
   run = run_lib.trained_run(run_dir, run)
   env = envs.make(run.task, backend='cpu', num_envs=1, nthread=1,
-                  **run.env_kwargs())
+                  **run.env_kwargs('cpu'))
   spec = env.spec
   recipe = module.make(cfg, spec)
   # The same template evaluate_run builds: shapes only, nothing trained.

@@ -137,6 +137,10 @@ def _physics(model, task: Task, backend: str, num_envs: int, *,
   if backend == 'cpu':
     if impl != 'jax':
       raise ValueError("impl is an MJX option; backend='cpu' takes nthread.")
+    if extra.get('naconmax') is not None or extra.get('njmax') is not None:
+      raise ValueError("naconmax and njmax are backend='mjx', impl='warp' "
+                       'options.')
+    extra = {k: v for k, v in extra.items() if k not in ('naconmax', 'njmax')}
     from roxie.envs import native  # pylint: disable=g-import-not-at-top
     return native.NativePhysics(model, task, num_envs, nthread,
                                 callback or 'auto', **extra), NativeEnv
@@ -151,7 +155,8 @@ def make(task_name: Union[str, Task], *, backend: str = 'cpu', num_envs: int,
          episode_length: Optional[int] = None, nthread: Optional[int] = None,
          callback: Optional[str] = None, impl: str = 'jax',
          action_repeat: int = 1, pixels: Optional[PixelSpec] = None,
-         physics: str = DEFAULT_PHYSICS) -> common.BatchedEnv:
+         physics: str = DEFAULT_PHYSICS, naconmax: Optional[int] = None,
+         njmax: Optional[int] = None) -> common.BatchedEnv:
   """A batch of `num_envs` environments of a registered task.
 
   Args:
@@ -165,8 +170,13 @@ def make(task_name: Union[str, Task], *, backend: str = 'cpu', num_envs: int,
     callback: 'cpu' only: how compiled code reaches the host physics,
       'auto' (default: in-place `buffer_callback` in CPU programs, copying
       `io_callback` in accelerator programs), 'buffer' or 'io'.
-    impl: 'mjx' only: 'jax' (default); 'warp' (MuJoCo Warp physics) is
-      refused for now, naming why (see `roxie.envs.mjx_backend`).
+    impl: 'mjx' only: 'jax' (default) or 'warp' (MuJoCo Warp physics, on
+      CUDA or Warp's CPU device; needs warp-lang: roxie's `warp` extra). See
+      `roxie.envs.mjx_backend` for how its shared contact pool is sized.
+    naconmax, njmax: impl 'warp' only: contacts for the whole batch and
+      constraint rows per env (default: the model's static bounds under impl
+      'jax', times num_envs for naconmax); a step that needs more raises
+      `roxie.envs.mjx_backend.WarpOverflowError`.
     action_repeat: control steps per agent decision, rewards summed
       (`roxie.envs.wrappers.ActionRepeat`); `episode_length` stays in control
       steps and must be a multiple of it.
@@ -202,10 +212,11 @@ def make(task_name: Union[str, Task], *, backend: str = 'cpu', num_envs: int,
   model = common.prepare_model(task, physics)
   consts = task.consts(model)
   spec = common.BatchedEnv.build_spec(task, model, consts, episode_length)
-  pixel_obs, extra = None, {}
+  pixel_obs, extra = None, dict(naconmax=naconmax, njmax=njmax)
   if pixels is not None:
-    spec, pixel_obs, extra = _pixel_setup(model, spec, pixels, backend,
-                                          num_envs, int(action_repeat))
+    spec, pixel_obs, pixel_extra = _pixel_setup(model, spec, pixels, backend,
+                                                num_envs, int(action_repeat))
+    extra.update(pixel_extra)
   physics, cls = _physics(model, task, backend, num_envs, nthread=nthread,
                           callback=callback, impl=impl, extra=extra)
   env = cls(spec=spec, num_envs=num_envs, task=task, backend=backend,

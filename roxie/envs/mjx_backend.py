@@ -21,14 +21,21 @@ Measured (2-core CPU, shared, CheetahRun, 64 envs, impl 'jax'): split step
 The RK4 integrator evaluates forward dynamics inside the integrator, so for
 RK4 models (cartpole, acrobot) a substep is `mjx.step` and one step1 follows
 the last one (n forwards + one position/velocity stage), as dm_control does.
-With impl='warp' the stages are not separately callable; there each control
-step would be n `mjx.step` calls plus one `mjx.forward` for the view, but
-impl='warp' physics is refused at construction for now (see `MjxPhysics`;
-tried with warp-lang 1.18.0 on Warp's CPU device: `mjx.make_data(mx)` fails
-with "Model impl Impl.WARP does not match make_data implementation
-Impl.JAX", and with `make_data(model, impl='warp')` the first reset inside a
-step fails in `common.select`, the contact pool's leaves being [naconmax,
-...] rather than [B, ...]).
+With impl='warp' (MuJoCo Warp physics: Warp kernels called from the program
+through XLA's FFI, on CUDA or on Warp's CPU device) the stages are not
+separately callable; there each control step is n `mjx.step` calls plus one
+`mjx.forward` for the view. MuJoCo Warp keeps one contact pool for all the
+worlds of a batch: those leaves of `mjx.Data` (`contact__*`, `nacon`,
+`ncollision`) have no [B] axis, so a per-env reset selects only the
+per-world leaves and keeps the pool (contacts are derived state: the next
+step's collision pass rebuilds it from the positions). The pool holds
+`naconmax` contacts for the whole batch and each world `njmax` constraint
+rows; the defaults are this model's static bounds under impl 'jax' (every
+candidate pair at its most contacts: 35 per env on CheetahRun, 177 on
+HumanoidWalk) times the batch size, so a step cannot fill them unless Warp
+finds more contacts per pair than those bounds; if one does, the step
+raises `WarpOverflowError` (naming the counts and the option to raise)
+rather than dropping contacts silently.
 
 Pixel observations (`roxie.envs.pixels`): by default frames are drawn on the
 host by MuJoCo's OpenGL renderer, through a `jax.pure_callback` that receives
@@ -55,6 +62,29 @@ import numpy as np
 from roxie.envs import common
 
 IMPLS = ('jax', 'warp')
+
+
+class WarpOverflowError(RuntimeError):
+  """A MuJoCo Warp step needed more contacts or constraints than allocated."""
+
+
+def _static_bounds(model: mujoco.MjModel) -> Tuple[int, int]:
+  """(contacts, constraint rows) per env: impl 'jax''s static allocation."""
+  try:
+    d = mjx.make_data(mjx.put_model(model, impl='jax'), impl='jax')
+    return (int(d._impl.contact.dist.shape[0]),  # pylint: disable=protected-access
+            int(d._impl.efc_J.shape[0]))  # pylint: disable=protected-access
+  except NotImplementedError:  # Geometry only Warp simulates: a guess.
+    return 8 * int(model.ngeom), 4 * (8 * int(model.ngeom)) + int(model.nv)
+
+
+def _raise_overflow(nacon, naconmax, nefc, njmax):
+  raise WarpOverflowError(
+      f'MuJoCo Warp overflowed its buffers: {int(nacon)} contacts for a pool '
+      f'of naconmax={int(naconmax)} (the whole batch), or up to '
+      f'{int(nefc)} constraint rows in one env for njmax={int(njmax)}. '
+      'Rebuild the env with larger ones: roxie.envs.make(..., '
+      "impl='warp', naconmax=N, njmax=M).")
 
 
 def _step1(m: mjx.Model, d: mjx.Data) -> mjx.Data:
@@ -102,7 +132,8 @@ class MjxPhysics(common.Physics):
 
   def __init__(self, model: mujoco.MjModel, task, num_envs: int,
                impl: str = 'jax', extra_fields: Tuple[str, ...] = (),
-               renderer=None, pixel_obs=None):
+               renderer=None, pixel_obs=None, naconmax: Optional[int] = None,
+               njmax: Optional[int] = None):
     if impl not in IMPLS:
       raise ValueError(f'Unknown MJX impl {impl!r}; choose one of {IMPLS}.')
     if impl == 'warp':
@@ -111,13 +142,9 @@ class MjxPhysics(common.Physics):
         raise ValueError(
             "MJX impl='warp' needs NVIDIA Warp, which is not installed: "
             f"{warp_render.install_hint()}; or use impl='jax'.")
-      raise NotImplementedError(
-          "MJX impl='warp' physics is not supported yet: MuJoCo Warp's "
-          'mjx.Data keeps one contact pool for all worlds (naconmax entries, '
-          "not [B, ...]), which roxie's per-env resets cannot select from, "
-          "and mjx.make_data needs the MjModel with impl='warp'. Use "
-          "impl='jax'; Warp rendering works with it: "
-          "PixelSpec(renderer='warp').")
+    elif naconmax is not None or njmax is not None:
+      raise ValueError("naconmax and njmax size MuJoCo Warp's buffers: "
+                       "impl='warp' only.")
     try:
       self.mx = mjx.put_model(model, impl=impl)
     except NotImplementedError as e:
@@ -137,7 +164,65 @@ class MjxPhysics(common.Physics):
     self.split = (impl == 'jax' and model.opt.integrator in (
         mujoco.mjtIntegrator.mjINT_EULER,
         mujoco.mjtIntegrator.mjINT_IMPLICITFAST))
-    self.template = mjx.make_data(self.mx)
+    if impl == 'warp':
+      contacts, rows = _static_bounds(model)
+      self.naconmax = int(num_envs * contacts if naconmax is None
+                          else naconmax)
+      # At least one row: a model without constraints (a pendulum) has 0.
+      self.njmax = int(max(rows, 1) if njmax is None else njmax)
+      if self.naconmax < 0 or self.njmax < 1:
+        raise ValueError(f'naconmax ({self.naconmax}) must be >= 0 and njmax '
+                         f'({self.njmax}) >= 1.')
+      self.template = None  # Warp's Data is made per world, under vmap.
+      self._per_world = self._warp_per_world_leaves(num_envs)
+    else:
+      self.template = mjx.make_data(self.mx)
+
+  # -- MuJoCo Warp: the batch's shared contact pool -------------------------
+
+  def _warp_data(self) -> mjx.Data:
+    """One world's Data (call under vmap: the pool comes out unbatched)."""
+    return mjx.make_data(self.model, impl='warp', naconmax=self.naconmax,
+                         njmax=self.njmax)
+
+  def _warp_per_world_leaves(self, b: int) -> Tuple[bool, ...]:
+    """Per leaf of a batch's Data: whether it has the [B] axis of worlds.
+
+    A leaf whose batched shape is (B,) + its one-world shape belongs to a
+    world; the others (the contact pool and its counters) are shared. Read
+    from shapes only (jax.eval_shape), not from MJX's private tables.
+    """
+    one = jax.eval_shape(self._warp_data)
+    many = jax.eval_shape(jax.vmap(lambda _: self._warp_data()),
+                          jnp.zeros((b,)))
+    return tuple(tuple(m.shape) == (b,) + tuple(o.shape) for o, m in zip(
+        jax.tree.leaves(one), jax.tree.leaves(many)))
+
+  def _select(self, mask: jax.Array, fresh: mjx.Data, d: mjx.Data) -> mjx.Data:
+    """Per-env reset: `fresh` where `mask`, else `d`; the shared pool is d's."""
+    if self.impl != 'warp':
+      return common.select(mask, fresh, d)
+    leaves_f, treedef = jax.tree.flatten(fresh)
+    leaves_d = jax.tree.leaves(d)
+    out = [common.select(mask, f, x) if own else x
+           for f, x, own in zip(leaves_f, leaves_d, self._per_world)]
+    return jax.tree.unflatten(treedef, out)
+
+  def _check_overflow(self, d: mjx.Data) -> None:
+    """Raises WarpOverflowError (from the program) if a buffer overflowed."""
+    if self.impl != 'warp':
+      return
+    impl = d._impl  # pylint: disable=protected-access
+    nacon = jnp.maximum(jnp.max(impl.nacon), jnp.max(impl.ncollision))
+    nefc = jnp.max(d._impl.nefc)  # pylint: disable=protected-access
+    over = (nacon > self.naconmax) | (nefc > self.njmax)
+    naconmax, njmax = self.naconmax, self.njmax
+
+    def fail(nacon, nefc):
+      jax.debug.callback(
+          lambda a, e: _raise_overflow(a, naconmax, e, njmax), nacon, nefc)
+
+    jax.lax.cond(over, fail, lambda *_: None, nacon, nefc)
 
   def shard(self, num_envs: int, *, slots=None, axis=None,
             nthread=None) -> 'MjxPhysics':
@@ -149,6 +234,7 @@ class MjxPhysics(common.Physics):
     native backend's concerns, are ignored).
     """
     del slots, axis, nthread
+    self._refuse_warp('Sharding an env over devices')
     if self.renderer is not None:
       raise NotImplementedError(
           'Sharding an MJX env with pixel observations over devices is not '
@@ -164,6 +250,7 @@ class MjxPhysics(common.Physics):
     (see `roxie.envs.population`).
     """
     from roxie.envs import population as population_lib  # pylint: disable=g-import-not-at-top
+    self._refuse_warp('A population of envs')
     if self.renderer is not None:
       raise NotImplementedError(
           'A population of MJX envs with pixel observations is not '
@@ -177,12 +264,20 @@ class MjxPhysics(common.Physics):
         split_state=lambda d, p: jax.tree.map(
             lambda x: population_lib.split_members(x, p), d))
 
+  def _refuse_warp(self, what: str) -> None:
+    if self.impl == 'warp':
+      raise NotImplementedError(
+          f"{what} with impl='warp' physics is not supported: MuJoCo Warp's "
+          'contact pool is shared by the whole batch, so it cannot be split '
+          "into members or shards. Use impl='jax' (or one env batch).")
+
   # -- per-env pieces (vmapped below) -------------------------------------
 
   def _fresh(self, qpos: jax.Array, qvel: jax.Array) -> mjx.Data:
     """mj_resetData, then qpos/qvel, then the stages the view needs."""
-    d = self.template.replace(qpos=qpos.astype(self.template.qpos.dtype),
-                              qvel=qvel.astype(self.template.qvel.dtype))
+    template = self._warp_data() if self.impl == 'warp' else self.template
+    d = template.replace(qpos=qpos.astype(template.qpos.dtype),
+                         qvel=qvel.astype(template.qvel.dtype))
     if self.impl == 'jax':
       return _step1(self.mx, d)
     return mjx.forward(self.mx, d)
@@ -260,6 +355,7 @@ class MjxPhysics(common.Physics):
     self._check_render(render)
     d = state.replace(ctrl=ctrl.astype(state.ctrl.dtype))
     d = jax.vmap(self._advance)(d)
+    self._check_overflow(d)
     view = self._view(d)
     token = None
     if render is not None:
@@ -272,7 +368,7 @@ class MjxPhysics(common.Physics):
       fresh_view = self._view(fresh)
       if render is not None:
         fresh_view['frames'], _ = self._frames(fresh, reset_mask, token)
-      return common.select(reset_mask, fresh, d), fresh_view
+      return self._select(reset_mask, fresh, d), fresh_view
     d, reset_view = jax.lax.cond(jnp.any(reset_mask), do_reset,
                                  lambda operand: (operand[0], view),
                                  (d, token))
@@ -286,4 +382,4 @@ class MjxPhysics(common.Physics):
     if render is not None:
       view['final_frames'], token = self._frames(state, render)
       view['frames'], _ = self._frames(fresh, mask, token)
-    return common.select(mask, fresh, state), view
+    return self._select(mask, fresh, state), view

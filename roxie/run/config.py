@@ -273,9 +273,12 @@ class RunConfig:
     """The agent's Config dataclass built from `config`."""
     return config_lib.from_dict(self.agent_module().Config, dict(self.config))
 
-  def env_kwargs(self) -> Dict[str, Any]:
-    """Keyword arguments of `roxie.envs.make` for the training envs."""
-    return env_kwargs(self.env_options)
+  def env_kwargs(self, backend: Optional[str] = None) -> Dict[str, Any]:
+    """Keyword arguments of `roxie.envs.make` for the training envs.
+
+    With `backend` (another than the run's): those that fit it.
+    """
+    return env_kwargs(self.env_options, backend)
 
   @property
   def action_repeat(self) -> int:
@@ -498,13 +501,23 @@ def pixel_options(obs: str = 'pixels', *, resolution: Tuple[int, int] = (64, 64)
           **({} if renderer == 'host' else {'renderer': renderer})}
 
 
-def env_kwargs(env_options: Optional[Mapping[str, Any]]) -> Dict[str, Any]:
+# env_options that choose how MJX simulates (the task, its observations and
+# rewards are the same on either backend): left out where a run's policy is
+# evaluated or exported on the native backend.
+MJX_ONLY_OPTIONS = ('impl', 'naconmax', 'njmax')
+
+
+def env_kwargs(env_options: Optional[Mapping[str, Any]],
+               backend: Optional[str] = None) -> Dict[str, Any]:
   """Keyword arguments for `roxie.envs.make` from a run's env_options.
 
   env_options are JSON (config.json); a 'pixels' entry (a dict) becomes a
-  `roxie.envs.PixelSpec`.
+  `roxie.envs.PixelSpec`. For `backend` 'cpu' the MJX-only options
+  (`MJX_ONLY_OPTIONS`, e.g. impl 'warp') are left out.
   """
   kwargs = dict(env_options or {})
+  if backend == 'cpu':
+    kwargs = {k: v for k, v in kwargs.items() if k not in MJX_ONLY_OPTIONS}
   pixels = kwargs.get('pixels')
   if pixels is not None and not dataclasses.is_dataclass(pixels):
     from roxie.envs.pixels import PixelSpec  # pylint: disable=g-import-not-at-top

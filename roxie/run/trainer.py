@@ -531,8 +531,9 @@ def evaluate_run(run_dir: str, *, episodes: int = 10, backend: Optional[str] = N
                  seed: int = 0) -> loops.EvalResult:
   """Re-evaluates the policy of a run's latest checkpoint (on either backend)."""
   run, module, cfg = load_run_config(run_dir)
-  env = envs.make(run.task, backend=backend or run.backend,
-                  num_envs=episodes, **trained_run(run_dir, run).env_kwargs())
+  backend = backend or run.backend
+  env = envs.make(run.task, backend=backend, num_envs=episodes,
+                  **trained_run(run_dir, run).env_kwargs(backend))
   recipe = module.make(cfg, env.spec)
   template = jax.eval_shape(lambda k: recipe.init(k, env.spec),
                             jax.random.PRNGKey(0))
