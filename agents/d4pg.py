@@ -13,8 +13,8 @@ the critic's mean. (The paper's distributed actors and prioritised replay
 are not part of this recipe.)
 
 Support: by default the atoms span the suite's discounted values with
-margins, exactly the published [-5, 120] at discount 0.99
-(`off_policy.CategoricalConfig`). The published large-scale settings are
+margins, scaled by the env's action repeat: the published [-5, 120] at
+discount 0.99 without one (`off_policy.CategoricalConfig`). The published large-scale settings are
 `off_policy.Config`'s, plus num_atoms=101, v_min=-5.0, v_max=120.0.
 
 This file states only the critic, its target and loss; init, act, the

@@ -194,15 +194,19 @@ class DelayedConfig(Config):
 class CategoricalConfig(Config):
   """A categorical critic's atoms on [v_min, v_max] (D4PG's).
 
-  None derives an end of the range from the discount: the suite's rewards
-  lie in [0, 1], so every discounted value, n-step or not, lies in
-  [0, 1 / (1 - discount)]; the default range spans it with margins of 5%
-  below and 20% above, which at discount 0.99 is exactly D4PG's published
-  [-5, 120].
+  None derives an end of the range from the discount and the env's action
+  repeat R (`EnvSpec.action_repeat`): the suite's rewards lie in [0, 1] per
+  control step, so an agent step's reward lies in [0, R] and every
+  discounted value, n-step or not, in [0, R / (1 - discount)]; the default
+  range spans it with margins of 5% below and 20% above, which at discount
+  0.99 and R = 1 is exactly D4PG's published [-5, 120] (R = 8, CartpoleSwingup
+  under the task table: [-40, 960]). Until this took R into account the
+  range stayed [-5, 120] under any action repeat, and the critic's mean
+  saturated at 120 where values reach R x 100.
   """
   num_atoms: int = 51  # As in the D4PG paper; the published runs used 101.
-  v_min: Optional[float] = None  # Default: -0.05 / (1 - discount).
-  v_max: Optional[float] = None  # Default: 1.2 / (1 - discount).
+  v_min: Optional[float] = None  # Default: -0.05 * R / (1 - discount).
+  v_max: Optional[float] = None  # Default: 1.2 * R / (1 - discount).
 
 
 def categorical_critic_kwargs(config: CategoricalConfig,
@@ -212,7 +216,7 @@ def categorical_critic_kwargs(config: CategoricalConfig,
   Raises:
     ValueError: unless v_min < v_max.
   """
-  horizon = 1. / (1. - config.discount)
+  horizon = spec.action_repeat / (1. - config.discount)
   v_min = config.v_min if config.v_min is not None else -0.05 * horizon
   v_max = config.v_max if config.v_max is not None else 1.2 * horizon
   # Traced (per member of a population, from a swept discount or bound),

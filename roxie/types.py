@@ -45,6 +45,10 @@ class EnvSpec(NamedTuple):
   # Image entries ('pixels', 'depth') stack this many frames along their
   # last (channel) axis, oldest first, newest last.
   frame_stack: int = 1
+  # Control steps per step of this env (`roxie.envs.wrappers.ActionRepeat`):
+  # its reward is the sum of that many control steps' rewards, so a
+  # per-control-step reward bound (the suite's [0, 1]) scales by it.
+  action_repeat: int = 1
 
 
 class TimeStep(NamedTuple):

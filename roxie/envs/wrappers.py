@@ -50,7 +50,8 @@ class ActionRepeat:
   def spec(self) -> EnvSpec:
     s = self.env.spec
     return s._replace(control_timestep=s.control_timestep * self.repeat,
-                      episode_length=s.episode_length // self.repeat)
+                      episode_length=s.episode_length // self.repeat,
+                      action_repeat=s.action_repeat * self.repeat)
 
   def __getattr__(self, name):  # Backend extras (host state access, ...).
     return getattr(self.env, name)

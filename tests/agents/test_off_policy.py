@@ -283,15 +283,20 @@ def test_twin_critics_are_independent(name):
 
 
 @pytest.mark.parametrize('name', CATEGORICAL)
-@pytest.mark.parametrize('overrides, v_min, v_max', [
-    ({}, -5., 120.),  # Derived from discount 0.99: the published support.
-    ({'discount': 0.9}, -0.5, 12.),
+@pytest.mark.parametrize('overrides, repeat, v_min, v_max', [
+    ({}, 1, -5., 120.),  # Derived from discount 0.99: the published support.
+    ({'discount': 0.9}, 1, -0.5, 12.),
+    # Under an action repeat of 8 (CartpoleSwingup's in the task table) an
+    # agent step's reward reaches 8, its values 800: the support scales. It
+    # stayed [-5, 120] once, and the critic's mean saturated at 120.
+    ({}, 8, -40., 960.),
 ])
-def test_support(name, overrides, v_min, v_max):
+def test_support(name, overrides, repeat, v_min, v_max):
   # The critic starts near-uniform over the atoms, so its mean is the middle
   # of the support.
-  recipe = MODULES[name].make(_config(name, **overrides), SPEC)
-  state = jax.jit(recipe.init, static_argnums=1)(jax.random.PRNGKey(0), SPEC)
+  spec = SPEC._replace(action_repeat=repeat)
+  recipe = MODULES[name].make(_config(name, **overrides), spec)
+  state = jax.jit(recipe.init, static_argnums=1)(jax.random.PRNGKey(0), spec)
   _, metrics = jax.jit(recipe.update)(
       state, _categorical_batch(jax.random.PRNGKey(5)), jax.random.PRNGKey(6))
   np.testing.assert_allclose(metrics['q'], (v_min + v_max) / 2., rtol=1e-3)

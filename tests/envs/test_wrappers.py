@@ -15,6 +15,9 @@ def test_action_repeat_equals_k_plain_steps_and_truncates_on_the_boundary():
   assert rep.spec.episode_length == 2
   np.testing.assert_allclose(rep.spec.control_timestep,
                              4 * plain.spec.control_timestep)
+  assert (plain.spec.action_repeat, rep.spec.action_repeat) == (1, 4)
+  from roxie.envs.wrappers import ActionRepeat  # pylint: disable=g-import-not-at-top
+  assert ActionRepeat(rep, 2).spec.action_repeat == 8  # Nested: a product.
   s1, s4 = plain.reset(jax.random.PRNGKey(0)), rep.reset(jax.random.PRNGKey(0))
   step1, step4 = jax.jit(plain.step), jax.jit(rep.step)
   a = jnp.array([[0.5], [-0.3]])
