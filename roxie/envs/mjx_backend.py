@@ -35,7 +35,9 @@ candidate pair at its most contacts: 35 per env on CheetahRun, 177 on
 HumanoidWalk) times the batch size, so a step cannot fill them unless Warp
 finds more contacts per pair than those bounds; if one does, the step
 raises `WarpOverflowError` (naming the counts and the option to raise)
-rather than dropping contacts silently.
+rather than dropping contacts silently. The counts checked are those of a
+control step's last collision pass (the view's `mjx.forward`), inside the
+same `lax.cond` pattern as the per-step reset.
 
 Pixel observations (`roxie.envs.pixels`): by default frames are drawn on the
 host by MuJoCo's OpenGL renderer, through a `jax.pure_callback` that receives
