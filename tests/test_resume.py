@@ -45,12 +45,13 @@ def tiny_overrides(agent: str):
   return {k: v for k, v in wanted.items() if k in fields}
 
 
-def train_tiny(agent, backend, out, **kwargs):
+def train_tiny(agent, backend, out, env_options=None, **kwargs):
   kwargs.setdefault('steps', STEPS)
   return run_lib.train(
       agent, TASK, backend=backend, num_envs=2, seed=3, out=str(out),
       overrides=tiny_overrides(agent), eval_every=EVAL_EVERY, eval_episodes=2,
-      verbose=False, env_options={'episode_length': 20}, **kwargs)
+      verbose=False, env_options=dict({'episode_length': 20},
+                                      **(env_options or {})), **kwargs)
 
 
 def read_rows(run_dir):
@@ -88,10 +89,11 @@ def assert_same_checkpoints(path_a, path_b, skip=()):
   return compared
 
 
-def check_exact_resume(agent, backend, tmp_path, tensorboard=False):
+def check_exact_resume(agent, backend, tmp_path, tensorboard=False,
+                       env_options=None):
   run_a = tmp_path / 'a'
   train_tiny(agent, backend, run_a, keep_checkpoints=10,
-             tensorboard=tensorboard)
+             tensorboard=tensorboard, env_options=env_options)
   assert ckpt.list_steps(run_a) == [40, 80, 120, 160]
   rows_a = read_rows(run_a)
   assert [int(r['env_steps']) for r in rows_a] == [40, 80, 120, 160]

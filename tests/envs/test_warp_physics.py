@@ -151,3 +151,15 @@ def test_roxie_train_with_warp_physics_then_eval_on_the_native_backend(
              cwd=tmp_path)
   assert r.returncode == 0, r.stderr[-2000:]
   assert 'eval_return=' in r.stdout
+
+
+def test_resume_is_bit_exact_with_warp_physics(tmp_path):
+  # The checkpoint holds the batch's mjx.Data with Warp's shared contact
+  # pool; a run resumed from it must match the uninterrupted run leaf for
+  # leaf (tests/test_resume.py's check, with impl 'warp').
+  _warp_or_skip()
+  import test_resume  # pylint: disable=g-import-not-at-top
+  run_a, _ = test_resume.check_exact_resume('sac', 'mjx', tmp_path,
+                                            env_options={'impl': 'warp'})
+  from roxie import run  # pylint: disable=g-import-not-at-top
+  assert run.load_run_config(str(run_a))[0].env_options['impl'] == 'warp'
