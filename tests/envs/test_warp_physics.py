@@ -163,3 +163,15 @@ def test_resume_is_bit_exact_with_warp_physics(tmp_path):
                                             env_options={'impl': 'warp'})
   from roxie import run  # pylint: disable=g-import-not-at-top
   assert run.load_run_config(str(run_a))[0].env_options['impl'] == 'warp'
+
+
+def test_a_warp_runs_options_fit_the_native_backend_for_eval_and_export():
+  # eval --backend cpu and export build the native env from the run's
+  # env_options: the MJX-only ones are left out there, kept for MJX.
+  from roxie import run  # pylint: disable=g-import-not-at-top
+  options = {'episode_length': 20, 'impl': 'warp', 'naconmax': 64}
+  assert run.env_kwargs(options, 'cpu') == {'episode_length': 20}
+  assert run.env_kwargs(options, 'mjx') == options
+  assert run.env_kwargs(options) == options
+  envs.make('CartpoleSwingup', backend='cpu', num_envs=1,
+            **run.env_kwargs(options, 'cpu'))
