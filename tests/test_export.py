@@ -328,3 +328,16 @@ def test_shipped_policy_scores_what_its_card_says(name):
 
 def test_policies_are_shipped():
   assert 'CartpoleSwingup-sac' in export.shipped_policies()
+
+
+def test_a_bundles_spec_keeps_the_action_repeat_and_older_ones_read_as_one():
+  # EnvSpec.action_repeat (D4PG's and TD4's default support scales with it)
+  # travels in a bundle's env_spec; bundles written before it existed have
+  # no such key and read back as 1.
+  from roxie import envs  # pylint: disable=g-import-not-at-top
+  spec = envs.make('CartpoleSwingup', num_envs=1, action_repeat=8).spec
+  written = json.loads(json.dumps(export._spec_to_dict(spec)))
+  assert written['action_repeat'] == 8
+  assert export._spec_from_dict(written) == spec  # pylint: disable=protected-access
+  del written['action_repeat']
+  assert export._spec_from_dict(written).action_repeat == 1  # pylint: disable=protected-access
