@@ -132,22 +132,22 @@ def _pixel_setup(model, spec, pixels: PixelSpec, backend: str, num_envs: int,
 
 def _physics(model, task: Task, backend: str, num_envs: int, *,
              nthread: Optional[int], callback: Optional[str], impl: str,
-             extra):
+             naconmax: Optional[int], njmax: Optional[int], extra):
   """(the backend's Physics, the env class), refusing the other's options."""
   if backend == 'cpu':
     if impl != 'jax':
       raise ValueError("impl is an MJX option; backend='cpu' takes nthread.")
-    if extra.get('naconmax') is not None or extra.get('njmax') is not None:
+    if naconmax is not None or njmax is not None:
       raise ValueError("naconmax and njmax are backend='mjx', impl='warp' "
                        'options.')
-    extra = {k: v for k, v in extra.items() if k not in ('naconmax', 'njmax')}
     from roxie.envs import native  # pylint: disable=g-import-not-at-top
     return native.NativePhysics(model, task, num_envs, nthread,
                                 callback or 'auto', **extra), NativeEnv
   if nthread is not None or callback is not None:
     raise ValueError("nthread and callback are backend='cpu' options.")
   from roxie.envs import mjx_backend  # pylint: disable=g-import-not-at-top
-  return (mjx_backend.MjxPhysics(model, task, num_envs, impl, **extra),
+  return (mjx_backend.MjxPhysics(model, task, num_envs, impl,
+                                 naconmax=naconmax, njmax=njmax, **extra),
           common.BatchedEnv)
 
 
@@ -212,13 +212,13 @@ def make(task_name: Union[str, Task], *, backend: str = 'cpu', num_envs: int,
   model = common.prepare_model(task, physics)
   consts = task.consts(model)
   spec = common.BatchedEnv.build_spec(task, model, consts, episode_length)
-  pixel_obs, extra = None, dict(naconmax=naconmax, njmax=njmax)
+  pixel_obs, extra = None, {}
   if pixels is not None:
-    spec, pixel_obs, pixel_extra = _pixel_setup(model, spec, pixels, backend,
-                                                num_envs, int(action_repeat))
-    extra.update(pixel_extra)
+    spec, pixel_obs, extra = _pixel_setup(model, spec, pixels, backend,
+                                          num_envs, int(action_repeat))
   physics, cls = _physics(model, task, backend, num_envs, nthread=nthread,
-                          callback=callback, impl=impl, extra=extra)
+                          callback=callback, impl=impl, naconmax=naconmax,
+                          njmax=njmax, extra=extra)
   env = cls(spec=spec, num_envs=num_envs, task=task, backend=backend,
             model=model, physics=physics, consts=consts, pixel_obs=pixel_obs)
   if int(action_repeat) != 1:
