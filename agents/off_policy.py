@@ -207,6 +207,9 @@ class CategoricalConfig(Config):
   num_atoms: int = 51  # As in the D4PG paper; the published runs used 101.
   v_min: Optional[float] = None  # Default: -0.05 * R / (1 - discount).
   v_max: Optional[float] = None  # Default: 1.2 * R / (1 - discount).
+  # Where every Q's mass starts (None: uniform over the atoms, so every Q
+  # starts at the support's midpoint, 0.575 R / (1 - discount) by default).
+  critic_init_value: Optional[float] = None
 
 
 def categorical_critic_kwargs(config: CategoricalConfig,
@@ -225,7 +228,8 @@ def categorical_critic_kwargs(config: CategoricalConfig,
   if not isinstance(ordered, jax.core.Tracer) and not ordered:
     raise ValueError(f'Need v_min < v_max, got {v_min} and {v_max}.')
   return dict(critic_kwargs(config, spec), v_min=v_min, v_max=v_max,
-              num_atoms=config.num_atoms)
+              num_atoms=config.num_atoms,
+              init_value=config.critic_init_value)
 
 
 def make(config: Config, spec: EnvSpec, *, name: str,

@@ -14,6 +14,7 @@ from roxie.networks.actors import TanhGaussianActor
 from roxie.networks.augment import random_shift
 from roxie.networks.augment import random_shift_observation
 from roxie.networks.critics import CategoricalCritic
+from roxie.networks.critics import categorical_logits_at
 from roxie.networks.critics import CategoricalQ
 from roxie.networks.critics import QCritic
 from roxie.networks.critics import TwinCategoricalCritic
@@ -56,6 +57,7 @@ __all__ = (
     'BatchRenorm',
     'BatchRenormMLP',
     'CategoricalCritic',
+    'categorical_logits_at',
     'CategoricalQ',
     'check_last_axis',
     'check_pooling',

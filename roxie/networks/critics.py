@@ -189,6 +189,24 @@ def _check_support(v_min, v_max, num_atoms: int) -> None:
                      f'{v_max}, {num_atoms}.')
 
 
+def categorical_logits_at(value, atoms: Array) -> Array:
+  """[K] logits of a distribution over `atoms` whose mass sits near `value`.
+
+  A Gaussian bump one atom spacing wide: logits -((z - value) / dz)^2 / 2.
+  Its mean is `value` wherever the bump is not cut by an end of the support
+  (within ~2 spacings of an end it moves inwards by at most ~0.4 spacings).
+  Softmax cross-entropy's gradient (probs - target) does not vanish on
+  small probabilities, so a critic starting here can still move its mass
+  anywhere on the support.
+
+  Args:
+    value: where the mass sits (a float, or traced per population member).
+    atoms: [K] the support, evenly spaced.
+  """
+  spacing = (atoms[-1] - atoms[0]) / (atoms.shape[0] - 1)
+  return -0.5 * jnp.square((atoms - value) / spacing)
+
+
 class CategoricalCritic(hk.Module):
   """An MLP distributional Q-function over fixed atoms, as in D4PG.
 
@@ -209,6 +227,7 @@ class CategoricalCritic(hk.Module):
                obs_size: Optional[int] = None,
                action_size: Optional[int] = None,
                output_init_scale: float = 1e-4,
+               init_value: Optional[float] = None,
                name: Optional[str] = None):
     """Builds the critic.
 
@@ -222,7 +241,10 @@ class CategoricalCritic(hk.Module):
       obs_size: if given, observations must have this size (checked).
       action_size: if given, actions must have this size (checked).
       output_init_scale: variance scale of the output layer's initialiser
-        (near zero starts from a near-uniform distribution).
+        (near zero: every state-action starts from the head's bias).
+      init_value: None starts from a near-uniform distribution, whose mean
+        is the support's midpoint; a value starts every Q's mass near it
+        (the head's bias is `categorical_logits_at(init_value, atoms)`).
       name: module name.
     """
     super().__init__(name=name)
@@ -233,9 +255,13 @@ class CategoricalCritic(hk.Module):
     self._action_size = action_size
     self._torso = torsos.MLP(hidden_sizes, activation=activation,
                              layer_norm=layer_norm, name='torso')
+    b_init = None
+    if init_value is not None:
+      b_init = lambda shape, dtype: jnp.broadcast_to(  # pylint: disable=g-long-lambda
+          categorical_logits_at(init_value, self.atoms), shape).astype(dtype)
     self._head = hk.Linear(num_atoms,
                            w_init=torsos.small_init(output_init_scale),
-                           name='head')
+                           b_init=b_init, name='head')
 
   @property
   def atoms(self) -> Array:
@@ -269,6 +295,7 @@ class TwinCategoricalCritic(hk.Module):
                obs_size: Optional[int] = None,
                action_size: Optional[int] = None,
                output_init_scale: float = 1e-4,
+               init_value: Optional[float] = None,
                name: Optional[str] = None):
     """Builds the critics: `CategoricalCritic`'s arguments + `num_critics`."""
     super().__init__(name=name)
@@ -282,7 +309,7 @@ class TwinCategoricalCritic(hk.Module):
           v_min=v_min, v_max=v_max, num_atoms=num_atoms,
           hidden_sizes=hidden_sizes, activation=activation,
           layer_norm=layer_norm, output_init_scale=output_init_scale,
-          name='categorical_critic')(obs, action).logits
+          init_value=init_value, name='categorical_critic')(obs, action).logits
 
     # Built once, so that repeated calls share the parameters.
     self._critics = torsos.ensemble(member, size=num_critics)

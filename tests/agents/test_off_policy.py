@@ -303,6 +303,18 @@ def test_support(name, overrides, repeat, v_min, v_max):
 
 
 @pytest.mark.parametrize('name', CATEGORICAL)
+def test_critic_init_value(name):
+  # critic_init_value starts every Q near it instead of at the midpoint
+  # (460 on this support): the first update's q reads it.
+  spec = SPEC._replace(action_repeat=8)
+  recipe = MODULES[name].make(_config(name, critic_init_value=0.), spec)
+  state = jax.jit(recipe.init, static_argnums=1)(jax.random.PRNGKey(0), spec)
+  _, metrics = jax.jit(recipe.update)(
+      state, _categorical_batch(jax.random.PRNGKey(5)), jax.random.PRNGKey(6))
+  assert abs(float(metrics['q'])) < 5.
+
+
+@pytest.mark.parametrize('name', CATEGORICAL)
 def test_bad_support_raises(name):
   with pytest.raises(ValueError, match='v_min < v_max'):
     MODULES[name].make(_config(name, v_min=1., v_max=0.), SPEC)

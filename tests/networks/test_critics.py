@@ -122,6 +122,34 @@ def test_categorical_critic():
   assert net.apply(params, obs[0], action[0]).logits.shape == (11,)
 
 
+def test_categorical_logits_at_hand_computed():
+  atoms = jnp.linspace(-10., 10., 11)  # Spacing 2.
+  np.testing.assert_allclose(
+      networks.categorical_logits_at(1., atoms),
+      -0.5 * ((np.linspace(-10., 10., 11) - 1.) / 2.) ** 2, rtol=1e-6)
+
+
+@pytest.mark.parametrize('make', [
+    lambda v: networks.CategoricalCritic(
+        v_min=-40., v_max=960., num_atoms=51, hidden_sizes=(8,),
+        init_value=v),
+    lambda v: networks.TwinCategoricalCritic(
+        v_min=-40., v_max=960., num_atoms=51, hidden_sizes=(8,),
+        init_value=v),
+])
+def test_categorical_critic_init_value(make):
+  # Without an init value the mean starts at the support's midpoint (460);
+  # with one, every Q starts at it: in the interior within a tenth of a
+  # spacing (20), at an end pulled inwards (the bump is cut).
+  obs, action = _inputs()
+  for value, expected, tol in ((None, 460., 1.), (100., 100., 2.),
+                               (0., 0., 2.), (-40., -29.6, 1.)):
+    net = _critic(lambda v=value: make(v))
+    params = net.init(jax.random.PRNGKey(0), obs, action)
+    np.testing.assert_allclose(net.apply(params, obs, action).mean(),
+                               expected, atol=tol)
+
+
 def test_twin_categorical_critic():
   net = _critic(lambda: networks.TwinCategoricalCritic(
       v_min=0., v_max=1., num_atoms=5, hidden_sizes=(8,),
