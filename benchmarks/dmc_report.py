@@ -440,8 +440,14 @@ def band_on_grid(curves: Sequence[Tuple[np.ndarray, np.ndarray]],
   return grid, mean, low, high
 
 
-def plot_curves(points: dict, path: str, resamples: int, seed: int) -> bool:
-  """Return vs env steps per task (one panel each); False when no curves."""
+def plot_curves(points: dict, path: str, resamples: int, seed: int,
+                title: str = ('DMC from states: evaluation return (mean over '
+                              'seeds, 95% bootstrap band)')) -> bool:
+  """Return vs env steps per task (one panel each); False when no curves.
+
+  `points` as `load` returns them; the humanoid report draws its curves
+  here too, with its own `title` (its tasks have no CURL mark).
+  """
   groups = _curves_by_group(points)
   if not groups:
     return False
@@ -484,8 +490,7 @@ def plot_curves(points: dict, path: str, resamples: int, seed: int) -> bool:
     ax.legend(loc='lower right', fontsize='x-small')
   for ax in axes[len(tasks):]:
     ax.set_visible(False)
-  fig.suptitle('DMC from states: evaluation return (mean over seeds, '
-               '95% bootstrap band)', fontsize='medium')
+  fig.suptitle(title, fontsize='medium')
   fig.tight_layout()
   _save(fig, path)
   return True

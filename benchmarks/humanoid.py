@@ -22,7 +22,8 @@ agent's Config cannot take. The action repeat is the task's
 
 `benchmarks/results/HUMANOID.md` puts roxie's score beside the release's
 (score = the mean of the last 10 evaluations, as there), with env steps/s and
-hours per cell. The release trained 500M env steps with one seed per cell.
+hours per cell, and links `humanoid_curves.png` (the learning curves, drawn
+where matplotlib is installed). The release trained 500M env steps with one seed per cell.
 
   python benchmarks/humanoid.py --agents sac --tasks HumanoidWalk --steps 200000
   python benchmarks/humanoid.py --agents sac,ppo --large --backend mjx --seeds 3
@@ -45,6 +46,7 @@ import dmc  # pylint: disable=g-import-not-at-top,wrong-import-position
 RESULTS = dmc.RESULTS
 TASKS = ('HumanoidStand', 'HumanoidWalk', 'HumanoidRun')
 MARKDOWN = 'HUMANOID.md'
+CURVES_PNG = 'humanoid_curves.png'
 LAST_EVALS = 10  # The release's score: the mean of the last 10 evaluations.
 
 OFF_POLICY = ('ddpg', 'td3', 'd4pg', 'td4', 'sac', 'mpo')
@@ -395,13 +397,15 @@ def _mean(xs: Sequence[float]) -> float:
 
 
 def markdown(rows: Sequence[Dict[str, str]],
-             curves: Sequence[Dict[str, str]], command: str) -> str:
+             curves: Sequence[Dict[str, str]], command: str,
+             plot: bool = False) -> str:
   """HUMANOID.md: roxie's scores beside the release's, per agent and task.
 
   Args:
     rows: humanoid.csv's rows (dmc.COLUMNS).
     curves: humanoid_curves.csv's rows (dmc.CURVE_COLUMNS).
     command: the command that regenerates the file.
+    plot: whether `CURVES_PNG` was drawn beside it (it is then linked).
 
   Returns:
     The markdown text.
@@ -469,7 +473,38 @@ def markdown(rows: Sequence[Dict[str, str]],
   machines = sorted({c['machine'] for c in cells})
   lines += ['', f'Commits: {", ".join(commits)}. Machines: '
             f'{", ".join(machines)}.']
+  if plot:
+    lines += ['', f'`{CURVES_PNG}`: evaluation return against env steps, per '
+              'task and per agent and settings (thin lines: seeds; thick: '
+              'their mean, with a 95% bootstrap band where seeds are several).',
+              '', f'![learning curves]({CURVES_PNG})']
   return '\n'.join(lines) + '\n'
+
+
+def plot_curves(curves: Sequence[Dict[str, str]], path: str) -> bool:
+  """Draws the curves (dmc_report's figure); False without curves or plots.
+
+  Needs matplotlib (`pip install -e ".[plot]"`); without it the report is
+  the table alone.
+  """
+  import dmc_report  # pylint: disable=g-import-not-at-top
+  points = {}
+  for c in curves:
+    try:
+      key = (c['agent'], c['task'], int(c['seed']), c['variant'],
+             int(float(c['env_steps'])))
+      value = float(c['eval_return'])
+    except (TypeError, ValueError):
+      continue
+    if value == value:
+      points[key] = value
+  try:
+    return dmc_report.plot_curves(
+        points, path, resamples=1000, seed=0,
+        title='Humanoid: evaluation return (mean over seeds, 95% bootstrap '
+              'band)')
+  except ImportError:
+    return False
 
 
 def write_report(results: str, curves: str) -> str:
@@ -480,7 +515,9 @@ def write_report(results: str, curves: str) -> str:
   command = 'python benchmarks/humanoid.py --report'
   if os.path.abspath(results) != os.path.join(RESULTS, 'humanoid.csv'):
     command += f' --results {results} --curves {curves}'
-  text = markdown(rows, points, command)
+  drawn = bool(rows) and plot_curves(
+      points, os.path.join(os.path.dirname(path), CURVES_PNG))
+  text = markdown(rows, points, command, plot=drawn)
   with open(path + '.tmp', 'w') as f:
     f.write(text)
   os.replace(path + '.tmp', path)

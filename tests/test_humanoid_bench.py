@@ -251,6 +251,10 @@ def test_report_from_a_hand_made_csv(tmp_path):
                                                           'HumanoidRun'))]
   assert order == sorted(order)
   assert '--results' in text and 'abc123' in text and 'box x2' in text
+  # The curves are drawn beside it (a PNG) and linked.
+  png = tmp_path / humanoid.CURVES_PNG
+  assert png.read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
+  assert f'![learning curves]({humanoid.CURVES_PNG})' in text
   # The same through the command line, which also refuses nothing here.
   os.remove(path)
   assert humanoid.main(['--report', '--results', results, '--curves',
