@@ -225,7 +225,10 @@ def _aggregate(rows: Sequence[Row], budget: int, resamples: int, seed: int
 def write_markdown(rows: Sequence[Row], points: dict, bad: int, path: str,
                    args, plots: Sequence[str]) -> None:
   """Writes DMC.md (atomically: a reader never sees half a file)."""
-  keys = sorted({r.key for r in rows}, key=_order)
+  # Every agent's default is listed, even before its first row (its cells
+  # are owed); other variants as they have rows.
+  keys = sorted({r.key for r in rows} | {(r.agent, 'default') for r in rows},
+                key=_order)
   tasks = list(dmc.STANDARD_TASKS) + sorted(
       {r.task for r in rows} - set(dmc.STANDARD_TASKS))
   budgets = sorted(set(dmc.BUDGETS) | {r.budget for r in rows})
@@ -246,7 +249,8 @@ def write_markdown(rows: Sequence[Row], points: dict, bad: int, path: str,
     'ReacherEasy, CheetahRun and BallInCup 4, FingerSpin and WalkerWalk 2), '
     'which `roxie train` applies to every recipe (dmc.py also passes it as '
     '`--set action_repeat=N` to the recipes whose Config has the field); '
-    'other variants list their overrides in dmc.csv.\n\n')
+    'other variants list their overrides in dmc.csv and appear only on '
+    'the tasks they ran.\n\n')
   w('Each run trains one agent on one task with one seed; a budget\'s score '
     'is the run\'s own evaluation (mean return of `eval_episodes` '
     'deterministic 1000-step episodes) at that many env steps '
@@ -284,7 +288,10 @@ def write_markdown(rows: Sequence[Row], points: dict, bad: int, path: str,
         members = cells.get((key, task, budget), []) if key else []
         agent = _label(key) if key else '-'
         if not members:
-          w(f'| {task} | {agent} | 0 | - | - | {ref_text} | - | - | |')
+          # A default's missing cell is shown (it is owed); another
+          # variant's is not (variants are run where they are asked about).
+          if key is None or key[1] == 'default':
+            w(f'| {task} | {agent} | 0 | - | - | {ref_text} | - | - | |')
           continue
         s = _cell_stats(members, args.resamples, args.seed)
         notes = []

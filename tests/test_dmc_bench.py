@@ -243,6 +243,24 @@ def test_report_from_partial_data(tmp_path):
   assert 'python benchmarks/dmc.py --report' in md
 
 
+def test_report_lists_owed_defaults_and_only_the_variants_that_ran(tmp_path):
+  # td3 has only a variant's row: its default's cells are listed as owed
+  # (0 seeds) on every task, the variant only on the task it ran. (The
+  # table once printed a 0-seed line for every variant on every task.)
+  rows = [_row('CheetahRun', 0, 100_000, 300.0, agent='td3',
+               variant='warmup5k'),
+          _row('CheetahRun', 0, 100_000, 250.0)]
+  _write(tmp_path / 'dmc.csv', dmc.COLUMNS, rows)
+  assert dmc_report.main(['--results', str(tmp_path / 'dmc.csv'), '--curves',
+                          str(tmp_path / 'none.csv'), '--no-plots']) == 0
+  t100 = _table((tmp_path / 'DMC.md').read_text(), '100k')
+  assert '| CheetahRun | td3 (warmup5k) | 1* | 300 |' in '\n'.join(t100)
+  assert not [l for l in t100 if 'td3 (warmup5k) | 0 |' in l]
+  for task in dmc.STANDARD_TASKS:
+    owed = f'| {task} | td3 | 0 | - |'
+    assert owed in '\n'.join(t100)
+
+
 def test_report_with_no_results_yet_and_with_curves(tmp_path):
   assert dmc_report.main(['--results', str(tmp_path / 'dmc.csv'), '--curves',
                           str(tmp_path / 'curves.csv'), '--no-plots']) == 0
