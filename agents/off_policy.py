@@ -68,7 +68,7 @@ class ReplayConfig:
   # Uniform random actions first: agent steps summed over the envs (under
   # an action repeat R, R env steps each), as CURL's State-SAC (1,000).
   # It was 5,000, 40% of a 100k-env-step budget on CartpoleSwingup (R = 8):
-  # SAC on CheetahRun at 100k, 3 seeds, 226 against 185 (RESULTS.md).
+  # SAC on CheetahRun at 100k, 3 seeds, 226 against 177 (RESULTS.md).
   warmup_steps: int = 1_000
   # Replay and targets.
   replay_capacity: int = 500_000

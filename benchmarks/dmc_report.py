@@ -235,6 +235,14 @@ def write_markdown(rows: Sequence[Row], points: dict, bad: int, path: str,
   cells: Dict[tuple, List[Row]] = collections.defaultdict(list)
   for r in rows:
     cells[(r.key, r.task, r.budget)].append(r)
+
+  def owed(key, budget) -> bool:
+    # A default's missing cells are listed (they are owed) at the standard
+    # budgets and at any other budget the agent has a row at; another
+    # variant's are not (variants are run where they are asked about).
+    return key[1] == 'default' and (
+        budget in dmc.BUDGETS or any((key, t, budget) in cells
+                                     for t in tasks))
   out = []
   w = out.append
   w('# DMC benchmark (state observations, native CPU backend)\n')
@@ -288,9 +296,7 @@ def write_markdown(rows: Sequence[Row], points: dict, bad: int, path: str,
         members = cells.get((key, task, budget), []) if key else []
         agent = _label(key) if key else '-'
         if not members:
-          # A default's missing cell is shown (it is owed); another
-          # variant's is not (variants are run where they are asked about).
-          if key is None or key[1] == 'default':
+          if key is None or owed(key, budget):
             w(f'| {task} | {agent} | 0 | - | - | {ref_text} | - | - | |')
           continue
         s = _cell_stats(members, args.resamples, args.seed)
@@ -317,7 +323,8 @@ def write_markdown(rows: Sequence[Row], points: dict, bad: int, path: str,
     for key in keys:
       members = [r for r in rows if r.key == key and r.budget == budget]
       if not members:
-        w(f'| **all tasks** | {_label(key)} | 0 | - | - | - | - | - | |')
+        if owed(key, budget):
+          w(f'| **all tasks** | {_label(key)} | 0 | - | - | - | - | - | |')
         continue
       raw, norm, n_tasks, n_ref = _aggregate(members, budget, args.resamples,
                                              args.seed)

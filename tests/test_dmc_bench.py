@@ -249,16 +249,23 @@ def test_report_lists_owed_defaults_and_only_the_variants_that_ran(tmp_path):
   # table once printed a 0-seed line for every variant on every task.)
   rows = [_row('CheetahRun', 0, 100_000, 300.0, agent='td3',
                variant='warmup5k'),
-          _row('CheetahRun', 0, 100_000, 250.0)]
+          _row('CheetahRun', 0, 100_000, 250.0),
+          # A budget of PPO's own: no other agent owes cells there.
+          _row('CheetahRun', 0, 1_000_000, 400.0, agent='ppo')]
   _write(tmp_path / 'dmc.csv', dmc.COLUMNS, rows)
   assert dmc_report.main(['--results', str(tmp_path / 'dmc.csv'), '--curves',
                           str(tmp_path / 'none.csv'), '--no-plots']) == 0
-  t100 = _table((tmp_path / 'DMC.md').read_text(), '100k')
+  md = (tmp_path / 'DMC.md').read_text()
+  t100 = _table(md, '100k')
   assert '| CheetahRun | td3 (warmup5k) | 1* | 300 |' in '\n'.join(t100)
   assert not [l for l in t100 if 'td3 (warmup5k) | 0 |' in l]
   for task in dmc.STANDARD_TASKS:
     owed = f'| {task} | td3 | 0 | - |'
     assert owed in '\n'.join(t100)
+  t1m = '\n'.join(_table(md, '1000k'))
+  assert '| CheetahRun | ppo | 1* | 400 |' in t1m
+  assert '| WalkerWalk | ppo | 0 | - |' in t1m
+  assert '| sac |' not in t1m and '| td3 |' not in t1m
 
 
 def test_report_with_no_results_yet_and_with_curves(tmp_path):
