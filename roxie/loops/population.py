@@ -51,8 +51,8 @@ its `pixels` settings are not swept, since a population refuses pixels):
   td3   discount, tau, actor_lr, critic_lr, max_grad_norm, noise_start,
         noise_end, target_noise, target_noise_clip
   d4pg  discount, tau, actor_lr, critic_lr, max_grad_norm, noise_start,
-        noise_end, v_min, v_max
-  td4   td3's and v_min, v_max
+        noise_end, v_min, v_max, critic_init_value
+  td4   td3's and v_min, v_max, critic_init_value
   sac   discount, tau, actor_lr, critic_lr, alpha_lr, max_grad_norm,
         init_alpha, target_entropy
   mpo   discount, tau, policy_lr, critic_lr, dual_lr, max_grad_norm,
