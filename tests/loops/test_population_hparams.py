@@ -79,8 +79,15 @@ def _check_members_follow_single_runs(module, config, env, hparams, calls,
     np.testing.assert_array_equal(member.key, single.key)
     assert int(out.updates[k]) == int(out1.updates)
     for name in out1.metrics:
+      # MPO's Lagrange multipliers (exp of a log dual stepped by Adam) get
+      # 1e-3: where a dual's gradient is near zero, Adam's normalised step
+      # turns an ulp of difference into a step of up to dual_lr, so
+      # alpha_std drifted 1.8e-4 apart in 3 calls (run alone; under xdist
+      # the same test passed, the order of earlier compiles differing).
+      duals = ('alpha_mean', 'alpha_std', 'temperature')
+      rtol = 1e-3 if name in duals else 1e-4
       np.testing.assert_allclose(out.metrics[name][k], out1.metrics[name],
-                                 rtol=1e-4, atol=1e-5, err_msg=name)
+                                 rtol=rtol, atol=1e-5, err_msg=name)
   return state, out
 
 
