@@ -107,6 +107,31 @@ def _label(key: Key) -> str:
   return agent if variant == 'default' else f'{agent} ({variant})'
 
 
+def curve_points(raw_curves: Sequence[Dict[str, str]]):
+  """The curve CSV's rows as points (dmc.CURVE_COLUMNS; humanoid's too).
+
+  Returns:
+    ({(agent, task, seed, variant, env steps): return}, the same keys'
+    CPU seconds, the number of unreadable rows). A later row of a key
+    replaces an earlier one; non-finite returns are left out.
+  """
+  points: Dict[tuple, float] = {}
+  cpu: Dict[tuple, float] = {}
+  bad = 0
+  for r in raw_curves:
+    try:
+      key = (r['agent'], r['task'], int(r['seed']), r['variant'],
+             int(float(r['env_steps'])))
+      value = float(r['eval_return'])
+    except (TypeError, ValueError):
+      bad += 1
+      continue
+    if math.isfinite(value):
+      points[key] = value
+      cpu[key] = _float(r['cpu_s'])
+  return points, cpu, bad
+
+
 def load(results: str, curves: str):
   """The rows and curve points of the two CSVs, deduplicated.
 
@@ -141,19 +166,8 @@ def load(results: str, curves: str):
       bad += 1
       continue
     cells[(row.agent, row.task, row.seed, row.budget, row.variant)] = row
-  points: Dict[tuple, float] = {}
-  cpu: Dict[tuple, float] = {}
-  for r in raw_curves:
-    try:
-      key = (r['agent'], r['task'], int(r['seed']), r['variant'],
-             int(float(r['env_steps'])))
-      value = float(r['eval_return'])
-    except (TypeError, ValueError):
-      bad += 1
-      continue
-    if math.isfinite(value):
-      points[key] = value
-      cpu[key] = _float(r['cpu_s'])
+  points, cpu, unreadable = curve_points(raw_curves)
+  bad += unreadable
   by_run: Dict[tuple, List[dict]] = collections.defaultdict(list)
   for key, value in points.items():
     by_run[key[:4]].append(dict(env_steps=key[4], eval_return=value,

@@ -488,16 +488,7 @@ def plot_curves(curves: Sequence[Dict[str, str]], path: str) -> bool:
   the table alone.
   """
   import dmc_report  # pylint: disable=g-import-not-at-top
-  points = {}
-  for c in curves:
-    try:
-      key = (c['agent'], c['task'], int(c['seed']), c['variant'],
-             int(float(c['env_steps'])))
-      value = float(c['eval_return'])
-    except (TypeError, ValueError):
-      continue
-    if value == value:
-      points[key] = value
+  points, _, _ = dmc_report.curve_points(curves)
   try:
     return dmc_report.plot_curves(
         points, path, resamples=1000, seed=0,
