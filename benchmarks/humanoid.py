@@ -48,6 +48,11 @@ TASKS = ('HumanoidStand', 'HumanoidWalk', 'HumanoidRun')
 MARKDOWN = 'HUMANOID.md'
 CURVES_PNG = 'humanoid_curves.png'
 LAST_EVALS = 10  # The release's score: the mean of the last 10 evaluations.
+# A humanoid policy ships (roxie/policies/, beside CartpoleSwingup-sac) only
+# from a run whose score reaches this: half of a perfect episode's 1,000, a
+# humanoid that holds the task's posture or gait for most of an episode. The
+# release's CPU cell scores 836-960 on HumanoidStand.
+SHIP_THRESHOLD = 500.
 
 OFF_POLICY = ('ddpg', 'td3', 'd4pg', 'td4', 'sac', 'mpo')
 # The agents that explore with Gaussian action noise (SAC and MPO sample
@@ -469,6 +474,15 @@ def markdown(rows: Sequence[Dict[str, str]],
         f'{ref_cpu} | {ref_gpu} | {_fmt(_mean([c["sps"] for c in group]))} | '
         f'{_fmt(_mean([c["hours"] for c in group]), 2)} | '
         f'{_fmt(_mean([c["cpu_hours"] for c in group]), 2)} |')
+  best = max(cells, key=lambda c: c['score'])
+  verdict = (f'it clears the threshold: bundle it with '
+             f'`scripts/train_shipped_policies.py`'
+             if best['score'] >= SHIP_THRESHOLD
+             else 'below it, so no humanoid policy ships')
+  lines += ['', f'Shipping: a humanoid policy ships in roxie/policies/ only '
+            f'from a run scoring >= {SHIP_THRESHOLD:g}. Best run so far: '
+            f'{best["agent"]} on {best["task"]} ({best["label"]}, seed '
+            f'{best["seed"]}), {best["score"]:.0f}: {verdict}.']
   commits = sorted({c['commit'] for c in cells})
   machines = sorted({c['machine'] for c in cells})
   lines += ['', f'Commits: {", ".join(commits)}. Machines: '

@@ -251,6 +251,9 @@ def test_report_from_a_hand_made_csv(tmp_path):
                                                           'HumanoidRun'))]
   assert order == sorted(order)
   assert '--results' in text and 'abc123' in text and 'box x2' in text
+  # The best run (seed 1's 75) is far below the shipping threshold.
+  assert ('Best run so far: sac on HumanoidStand (large, seed 1), 75: below '
+          'it, so no humanoid policy ships.') in text
   # The curves are drawn beside it (a PNG) and linked.
   png = tmp_path / humanoid.CURVES_PNG
   assert png.read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
@@ -260,6 +263,13 @@ def test_report_from_a_hand_made_csv(tmp_path):
   assert humanoid.main(['--report', '--results', results, '--curves',
                         curves]) == 0
   assert open(path).read() == text
+  # A run at the threshold is named as the one to ship.
+  dmc.append_row(results, dmc.COLUMNS, _row(
+      agent='td3', task='HumanoidWalk', variant='default-cpu', budget=50_000,
+      env_steps=50_000, eval_return=humanoid.SHIP_THRESHOLD, wall_s=1.))
+  text = open(humanoid.write_report(results, curves)).read()
+  assert ('Best run so far: td3 on HumanoidWalk (default, seed 0), 500: it '
+          'clears the threshold') in text
 
 
 # ~20 s: fast, since it was the only test of the training path and that path
