@@ -515,7 +515,7 @@ def plot_curves(points: dict, path: str, resamples: int, seed: int,
                         useMathText=True)
     ax.set_xlabel('env steps')
     ax.set_ylabel('eval return')
-    ax.legend(loc='lower right', fontsize='x-small')
+    ax.legend(loc='best', fontsize='x-small')
   for ax in axes[len(tasks):]:
     ax.set_visible(False)
   fig.suptitle(title, fontsize='medium')
