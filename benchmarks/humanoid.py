@@ -51,7 +51,7 @@ LAST_EVALS = 10  # The release's score: the mean of the last 10 evaluations.
 # A humanoid policy ships (roxie/policies/, beside CartpoleSwingup-sac) only
 # from a run whose score reaches this: half of a perfect episode's 1,000, a
 # humanoid that holds the task's posture or gait for most of an episode. The
-# release's CPU cell scores 836-960 on HumanoidStand.
+# release's CPU cell scores 836-960 on HumanoidStand (its off-policy agents).
 SHIP_THRESHOLD = 500.
 
 OFF_POLICY = ('ddpg', 'td3', 'd4pg', 'td4', 'sac', 'mpo')
@@ -475,8 +475,8 @@ def markdown(rows: Sequence[Dict[str, str]],
         f'{_fmt(_mean([c["hours"] for c in group]), 2)} | '
         f'{_fmt(_mean([c["cpu_hours"] for c in group]), 2)} |')
   best = max(cells, key=lambda c: c['score'])
-  verdict = (f'it clears the threshold: bundle it with '
-             f'`scripts/train_shipped_policies.py`'
+  verdict = ('it clears the threshold: export it (`roxie export`) into '
+             'roxie/policies/ with its card'
              if best['score'] >= SHIP_THRESHOLD
              else 'below it, so no humanoid policy ships')
   lines += ['', f'Shipping: a humanoid policy ships in roxie/policies/ only '
