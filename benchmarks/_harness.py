@@ -140,3 +140,72 @@ def fmt_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 def flush_print(*args):
   print(*args, flush=True)
   sys.stdout.flush()
+
+
+def matmul_flops(fn: Callable, *args, **kwargs) -> float:
+  """FLOPs of the matrix products `fn(*args, **kwargs)` runs, from its jaxpr.
+
+  Counts `dot_general` (2 x batch x free x free x contracted elements) and
+  `conv_general_dilated` (2 x output elements x kernel window x input
+  features per group), the arithmetic an update-bound agent is made of, and
+  nothing else (elementwise work is not counted). A `scan` body counts
+  `length` times, a `cond` its costliest branch, every other nested jaxpr
+  (jit, custom_jvp/vjp, remat, ...) once.
+
+  Why not XLA's cost analysis (`compiled.cost_analysis()['flops']`): it
+  counts a while loop's body once, whatever its trip count, so a program of
+  U scanned updates reports the FLOPs of one, and a PPO update's epochs x
+  minibatches loop reports one minibatch step.
+
+  Raises:
+    ValueError: the jaxpr holds a `while` loop, whose trip count a jaxpr
+      does not state (a `fori_loop` with static bounds is a `scan`).
+  """
+  import jax  # pylint: disable=g-import-not-at-top
+  from jax.extend import core as jcore  # pylint: disable=g-import-not-at-top
+  import numpy as np  # pylint: disable=g-import-not-at-top
+
+  def size(shape) -> int:
+    return int(np.prod(shape, dtype=np.int64)) if len(shape) else 1
+
+  def jaxprs_of(value):
+    if isinstance(value, jcore.ClosedJaxpr):
+      return [value.jaxpr]
+    if isinstance(value, jcore.Jaxpr):
+      return [value]
+    if isinstance(value, (tuple, list)):
+      return [j for v in value for j in jaxprs_of(v)]
+    return []
+
+  def count(jaxpr) -> float:
+    total = 0.0
+    for eqn in jaxpr.eqns:
+      name = eqn.primitive.name
+      if name == 'dot_general':
+        (lc, rc), (lb, rb) = eqn.params['dimension_numbers']
+        lhs, rhs = eqn.invars[0].aval.shape, eqn.invars[1].aval.shape
+        lhs_free = [n for d, n in enumerate(lhs) if d not in (*lc, *lb)]
+        rhs_free = [n for d, n in enumerate(rhs) if d not in (*rc, *rb)]
+        total += 2.0 * (size([lhs[d] for d in lb]) * size(lhs_free) *
+                        size(rhs_free) * size([lhs[d] for d in lc]))
+      elif name == 'conv_general_dilated':
+        out = eqn.outvars[0].aval.shape
+        kernel = eqn.invars[1].aval.shape
+        spec = eqn.params['dimension_numbers'].rhs_spec  # (out, in, *space)
+        window = size([kernel[d] for d in spec[2:]])
+        total += 2.0 * size(out) * window * kernel[spec[1]]
+      elif name == 'scan':
+        total += eqn.params['length'] * count(eqn.params['jaxpr'].jaxpr)
+      elif name == 'cond':
+        total += max(count(b.jaxpr) for b in eqn.params['branches'])
+      elif name == 'while':
+        raise ValueError(
+            'matmul_flops: a while loop has no static trip count; use '
+            'lax.scan (or fori_loop with static bounds).')
+      else:
+        for value in eqn.params.values():
+          for sub in jaxprs_of(value):
+            total += count(sub)
+    return total
+
+  return count(jax.make_jaxpr(fn)(*args, **kwargs).jaxpr)

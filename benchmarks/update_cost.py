@@ -21,13 +21,17 @@ network sizes, optimiser):
             from the same state, batch and key (the fused version is the same
             math, not an approximation of it).
 
-Against the machine: each recipe update's achieved GFLOP/s (XLA's cost
-analysis of its program over its measured time) beside the dense float32
+Against the machine: each recipe update's achieved GFLOP/s (the FLOPs of
+its matrix products, counted from its jaxpr by `_harness.matmul_flops`,
+over its measured time) beside the dense float32
 matrix-product rate measured in the same run (`matmul_peak`: square
 products of 256 to 1024, the best median; the practical ceiling for this
 arithmetic on this CPU with XLA's own kernels, all threads), and the
 fraction of it the update reaches. An update-bound agent cannot run faster
-than its FLOPs at that rate.
+than its FLOPs at that rate. (Until 2026-12-02 the FLOPs came from XLA's
+cost analysis, which counts a loop body once: the scanned updates reported
+one update's FLOPs divided by the number of updates, 10x too few, and the
+fractions in benchmarks/RESULTS.md before that date are 10x too low.)
 
 Timing: compile first, one warm-up call each, then `--repeats` calls of each
 in alternating order (A B, B A, ...), each ended by `block_until_ready`;
@@ -553,6 +557,16 @@ def measure(name, args):
     check = max_abs_diff(recipe_params(r_new), fused.params(f_new))
   key = jax.random.PRNGKey(3)
   compiles, calls, costs = [], [], []
+  # The products' FLOPs per update, counted from the jaxpr (a scan body
+  # times its length; XLA's cost analysis counts a loop body once).
+  updates = [recipe.update] + ([fused.update] if fused else [])
+  gflops = []
+  for upd, st in zip(updates, [state] + ([fstate] if fused else [])):
+    try:
+      gflops.append(H.matmul_flops(functools.partial(many, upd), st, batches,
+                                   key) / n / 1e9)
+    except ValueError:  # A while loop: no static trip count.
+      gflops.append(float('nan'))
   for fn, st in zip(fns, [state] + ([fstate] if fused else [])):
     c_s, call = compile_and_runner(fn, st, batches, key, costs)
     compiles.append(c_s)
@@ -568,8 +582,8 @@ def measure(name, args):
   return dict(name=name, shape=shape, n=n, steps=steps, recipe_ms=per_update[0],
               fused_ms=per_update[1] if fused else float('nan'),
               ratio=ratio, best_ratio=best_ratio, cpu_ratio=cpu_ratio,
-              flops=costs[0][0] / n,
-              flops_ratio=(costs[0][0] / costs[1][0]) if fused else float('nan'),
+              flops=gflops[0],
+              flops_ratio=(gflops[0] / gflops[1]) if fused else float('nan'),
               bytes_ratio=(costs[0][1] / costs[1][1]) if fused else float('nan'),
               check=check, compile_recipe=compiles[0],
               compile_fused=compiles[1] if fused else float('nan'),
@@ -695,11 +709,13 @@ def main(argv=None):
         '"per step" divides by them)')
   print('fused/recipe: median of per-repeat wall-time ratios (the target); '
         'best: fastest fused / fastest recipe (the least disturbed runs); '
-        'cpu: the same with process CPU time; GFLOP/upd: XLA cost '
-        'analysis of the recipe program; GFLOP/s: that over the recipe\'s '
+        'cpu: the same with process CPU time; GFLOP/upd: the recipe\'s '
+        'matrix products per update, counted from its jaxpr; GFLOP/s: that '
+        'over the recipe\'s '
         f'time; % peak: of the dense matmul rate measured here ({peak:.1f} '
-        'GFLOP/s); flops/bytes r/f: recipe over fused '
-        '(load-independent: 1.000 means the same arithmetic and traffic)')
+        'GFLOP/s); flops r/f: recipe over fused products; bytes r/f: XLA\'s '
+        'bytes accessed, recipe over fused (load-independent: 1.000 means '
+        'the same arithmetic and traffic)')
   print(H.fmt_table(['agent', 'recipe ms', 'fused ms', 'fused/recipe',
                      'best', 'cpu', '>=0.95', 'per step ms', 'IQR',
                      'GFLOP/upd', 'GFLOP/s', '% peak', 'flops r/f', 'bytes r/f', 'max|dparam|',
