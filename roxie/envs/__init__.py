@@ -165,8 +165,10 @@ def make(task_name: Union[str, Task], *, backend: str = 'cpu', num_envs: int,
     backend: 'cpu' (native MuJoCo, `mujoco.batch`) or 'mjx'.
     num_envs: B, the number of parallel environments.
     episode_length: steps before a time-limit truncation; default the task's.
-    nthread: 'cpu' only: simulation threads (default: one for batches of up
-      to `native.SINGLE_THREAD_MAX_ENVS` envs, else all cores).
+    nthread: 'cpu' only: simulation threads (default: one where the whole
+      batch's physics step costs under `native.PARALLEL_MIN_STEP_US` of CPU
+      on one thread, measured at construction, else all cores; the physics
+      does not depend on it).
     callback: 'cpu' only: how compiled code reaches the host physics,
       'auto' (default: in-place `buffer_callback` in CPU programs, copying
       `io_callback` in accelerator programs), 'buffer' or 'io'.

@@ -100,25 +100,61 @@ class StaleStateError(RuntimeError):
   """An EnvState that is not the latest was handed to the native backend."""
 
 
-# Batches of at most this many envs step on one thread when no `nthread` is
-# given: measured (benchmarks/native_nthread.py, benchmarks/RESULTS.md), a
-# small batch's work is too little to split, and the pool's hand-offs cost
-# more than the second core gives back.
-SINGLE_THREAD_MAX_ENVS = 64
+# A batched step whose physics costs at least this much CPU on one thread
+# (`physics_step_us` x envs) is split over every core when no `nthread` is
+# given. Measured with benchmarks/native_nthread.py (benchmarks/RESULTS.md,
+# 2026-12-02): below ~200 us a step's work is too little to split and the
+# pool's hand-offs cost more than the second core gives back
+# (CartpoleSwingup, CheetahRun and HopperStand at 8-16 envs: one thread
+# faster by up to 1.7x); from ~450 us a second core cuts the wall-clock by
+# 1.05-1.9x at about the same CPU (CartpoleSwingup and CheetahRun at 64 envs,
+# HopperStand from 16, WalkerWalk from 16, HumanoidStand from 8). Between the
+# two the choice moves the step by at most ~15% either way.
+PARALLEL_MIN_STEP_US = 400.0
 
 
-def default_nthread(num_envs: int, cpus: Optional[int] = None) -> int:
-  """The simulation threads a batch of `num_envs` gets by default.
+def physics_step_us(model: mujoco.MjModel, n_substeps: int, *,
+                    settle: int = 100, steps: int = 20) -> float:
+  """CPU microseconds one env's control step costs on one thread, measured.
+
+  On a scratch `MjData` (the batch is not touched): from the model's
+  reference configuration, `settle` physics steps with zero control (bodies
+  fall into contact, where most of a step's work is), then the best of three
+  blocks of `steps` steps, timed by this thread's CPU clock (so other
+  processes' load inflates it little), times `n_substeps`. A few
+  milliseconds at most (HumanoidStand: ~4 ms).
+  """
+  data = mujoco.MjData(model)
+  mujoco.mj_resetData(model, data)
+  for _ in range(settle):
+    mujoco.mj_step(model, data)
+  best = float('inf')
+  for _ in range(3):
+    t0 = time.thread_time_ns()
+    for _ in range(steps):
+      mujoco.mj_step(model, data)
+    best = min(best, (time.thread_time_ns() - t0) / steps)
+  return 1e-3 * best * n_substeps
+
+
+def default_nthread(num_envs: int, step_us: float,
+                    cpus: Optional[int] = None) -> int:
+  """The simulation threads a batch gets by default.
 
   Args:
     num_envs: the batch size.
-    cpus: the cores to use for larger batches; default `os.cpu_count()`.
+    step_us: one env's control step in CPU microseconds on one thread
+      (`physics_step_us`).
+    cpus: the cores to use for a costly batch; default `os.cpu_count()`.
 
   Returns:
-    1 for batches of up to `SINGLE_THREAD_MAX_ENVS` envs, else `cpus`.
+    1 if the whole batch's step costs less than `PARALLEL_MIN_STEP_US` on one
+    thread, else `cpus` (at most one thread per env).
   """
   cpus = os.cpu_count() if cpus is None else cpus
-  return 1 if num_envs <= SINGLE_THREAD_MAX_ENVS else max(1, cpus)
+  if num_envs * step_us < PARALLEL_MIN_STEP_US:
+    return 1
+  return max(1, min(cpus, num_envs))
 
 
 class NativePhysics(common.Physics):
@@ -128,11 +164,17 @@ class NativePhysics(common.Physics):
                nthread: Optional[int] = None, callback: str = 'auto',
                extra_fields: Tuple[str, ...] = (), renderer=None,
                pixel_obs=None):
-    nthread = default_nthread(num_envs) if nthread is None else int(nthread)
-    self.batch = mujoco.batch.Batch(model, num_envs, nthread, persistent=True)
+    self.n_substeps = task.n_substeps(model)
+    # Given, the thread count is kept (a population's batch gets it too);
+    # not given, it follows the batch's measured cost (`default_nthread`).
+    self._nthread_given = nthread
+    if nthread is None:
+      self._step_us = physics_step_us(model, self.n_substeps)
+      nthread = default_nthread(num_envs, self._step_us)
+    self.batch = mujoco.batch.Batch(model, num_envs, int(nthread),
+                                    persistent=True)
     self.model, self.task = model, task
     self.num_envs = num_envs
-    self.n_substeps = task.n_substeps(model)
     self.fields = tuple(f for f in task.fields if f != 'ctrl')
     self.fields += tuple(f for f in extra_fields if f not in self.fields)
     # The view always carries qpos and qvel: divergence by value is checked
@@ -425,18 +467,21 @@ class NativePhysics(common.Physics):
   def population(self, population: int) -> 'NativePopulationPhysics':
     """Physics for P members of this env's size, stepped as one batch.
 
-    One new `mujoco.batch.Batch` of P x B simulations (same threads); each
-    env step of the whole population is one host callback (see
+    One new `mujoco.batch.Batch` of P x B simulations, on the threads this
+    env was given, else on the default for P x B envs (`default_nthread`).
+    Each env step of the whole population is one host callback (see
     `roxie.envs.population`). This physics is not used.
     """
     if self.renderer is not None:
       raise NotImplementedError(
           'A population of native envs with pixel observations is not '
           'supported: the renderer draws one batch per call.')
-    inner = NativePhysics(self.model, self.task,
-                          int(population) * self.num_envs,
-                          self.batch.nthread, self.callback,
-                          extra_fields=self.fields)
+    size = int(population) * self.num_envs
+    nthread = self._nthread_given
+    if nthread is None:  # The default for the population's whole batch.
+      nthread = default_nthread(size, self._step_us)
+    inner = NativePhysics(self.model, self.task, size, nthread,
+                          self.callback, extra_fields=self.fields)
     return NativePopulationPhysics(inner, int(population))
 
   # -- checkpoints -----------------------------------------------------------

@@ -11,6 +11,7 @@ truncation, clipping and errors are checked on both, always inside
 
 import dataclasses
 import functools
+import os
 
 import jax
 import jax.numpy as jnp
@@ -299,19 +300,51 @@ def test_termination_matches_across_backends():
   np.testing.assert_allclose(ts_c.obs, ts_m.obs, atol=2e-3)
 
 
-def test_native_thread_count_follows_the_batch_size():
-  # Small batches (the training default of 16) step on one thread, larger
-  # ones on every core; an explicit nthread always wins.
+def test_native_thread_count_follows_the_batch_cost():
+  # A batch whose step is cheap on one thread stays on one thread; a costly
+  # one gets every core; an explicit nthread always wins.
   from roxie.envs import native  # pylint: disable=g-import-not-at-top
-  limit = native.SINGLE_THREAD_MAX_ENVS
-  assert native.default_nthread(1, cpus=8) == 1
-  assert native.default_nthread(limit, cpus=8) == 1
-  assert native.default_nthread(limit + 1, cpus=8) == 8
-  assert native.default_nthread(limit + 1, cpus=1) == 1
+  limit = native.PARALLEL_MIN_STEP_US
+  assert native.default_nthread(1, step_us=limit - 1, cpus=8) == 1
+  assert native.default_nthread(16, step_us=(limit - 1) / 16, cpus=8) == 1
+  assert native.default_nthread(16, step_us=limit / 16, cpus=8) == 8
+  assert native.default_nthread(1, step_us=limit, cpus=1) == 1
+  assert native.default_nthread(3, step_us=limit, cpus=8) == 3  # <= envs.
+
+
+def test_native_thread_count_is_picked_from_the_measured_step(monkeypatch):
+  from roxie.envs import native  # pylint: disable=g-import-not-at-top
+  cores = os.cpu_count()
+  seen = []
+
+  def fake(model, n_substeps, **unused):
+    seen.append(n_substeps)
+    return cost[0]
+
+  monkeypatch.setattr(native, 'physics_step_us', fake)
+  cost = [1.0]  # 16 envs x 1 us: far below the limit.
   small = envs.make('PendulumSwingup', backend='cpu', num_envs=16)
   assert small.physics.batch.nthread == 1
-  large = envs.make('PendulumSwingup', backend='cpu', num_envs=limit + 1)
-  assert large.physics.batch.nthread == native.default_nthread(limit + 1)
+  # The population's batch (4 x 16 envs) is costed as a whole.
+  cost = [native.PARALLEL_MIN_STEP_US / 32]
+  half = envs.make('PendulumSwingup', backend='cpu', num_envs=16)
+  assert half.physics.batch.nthread == 1
+  assert half.physics.population(4).inner.batch.nthread == min(cores, 64)
+  cost = [native.PARALLEL_MIN_STEP_US]
+  costly = envs.make('PendulumSwingup', backend='cpu', num_envs=cores)
+  assert costly.physics.batch.nthread == cores
   forced = envs.make('PendulumSwingup', backend='cpu', num_envs=16,
                      nthread=2)
   assert forced.physics.batch.nthread == 2
+  assert forced.physics.population(4).inner.batch.nthread == 2
+  assert seen and all(n == 1 for n in seen)  # Pendulum: one substep.
+
+
+def test_physics_step_cost_is_measured_on_a_scratch_state():
+  from roxie.envs import native  # pylint: disable=g-import-not-at-top
+  env = envs.make('CheetahRun', backend='cpu', num_envs=2)
+  before = env.physics.get_host_state()
+  us = native.physics_step_us(env.physics.model, env.physics.n_substeps,
+                              settle=5, steps=3)
+  assert 0 < us < 1e6
+  np.testing.assert_array_equal(env.physics.get_host_state(), before)
