@@ -102,15 +102,15 @@ class StaleStateError(RuntimeError):
 
 # A batched step whose physics costs at least this much CPU on one thread
 # (`physics_step_us` x envs) is split over every core when no `nthread` is
-# given. Measured with benchmarks/native_nthread.py (benchmarks/RESULTS.md,
-# 2026-12-02): below ~200 us a step's work is too little to split and the
-# pool's hand-offs cost more than the second core gives back
-# (CartpoleSwingup, CheetahRun and HopperStand at 8-16 envs: one thread
-# faster by up to 1.7x); from ~450 us a second core cuts the wall-clock by
-# 1.05-1.9x at about the same CPU (CartpoleSwingup and CheetahRun at 64 envs,
-# HopperStand from 16, WalkerWalk from 16, HumanoidStand from 8). Between the
-# two the choice moves the step by at most ~15% either way.
-PARALLEL_MIN_STEP_US = 400.0
+# given. Measured with benchmarks/native_nthread.py (three runs,
+# benchmarks/RESULTS.md, 2026-12-02): below ~160 us a step's work is too
+# little to split and the pool's hand-offs cost more than the second core
+# gives back (CartpoleSwingup and CheetahRun at 8-16 envs: one thread faster
+# by 1.3-2x); from ~300 us a second core cuts the wall-clock by up to 1.9x
+# at about the same CPU (WalkerWalk, HopperStand and HumanoidStand from 8-16
+# envs, CartpoleSwingup and CheetahRun from 64). The estimate itself varies
+# by ~25% between runs; near the limit either choice is within ~15%.
+PARALLEL_MIN_STEP_US = 250.0
 
 
 def physics_step_us(model: mujoco.MjModel, n_substeps: int, *,
