@@ -155,7 +155,19 @@ def ensemble(member_fn: Callable[..., chex.ArrayTree],
 
   def apply_all(*args):
     params = init_all(keys, *args)
-    return jax.vmap(lambda p: member.apply(p, None, *args))(params)
+    # Array inputs are broadcast to [size, ...] and mapped with the
+    # parameters, so every product is batched on the member axis from the
+    # first layer on (a shared input left unmapped makes XLA transpose each
+    # layer's activations between batch-major and member-major).
+    arrays = [isinstance(a, jax.Array) for a in args]
+    mapped = [jnp.broadcast_to(a, (size,) + a.shape) if is_array else a
+              for a, is_array in zip(args, arrays)]
+
+    def one(p, *margs):
+      return member.apply(p, None, *margs)
+
+    in_axes = (0,) + tuple(0 if is_array else None for is_array in arrays)
+    return jax.vmap(one, in_axes=in_axes)(params, *mapped)
 
   return apply_all
 
