@@ -56,7 +56,14 @@ Matched settings (2-core CPU scale; both APIs can express them):
        LayerNorm in both networks, tanh-Gaussian policy with a
        state-dependent std, no observation normalisation.
 
+Physics: by default roxie runs mujoco_playground's solver options
+(`--physics playground`, the physics Brax's MJX runs), so both sides step
+the same physics; `--physics dm_control` runs roxie's own default (RK4 for
+cartpole, Newton with up to 100 iterations), heavier. The header says which.
+Until 2026-12-02 the default was dm_control.
+
   python benchmarks/vs_brax.py --quick
+  python benchmarks/vs_brax.py --quick --physics dm_control
   python benchmarks/vs_brax.py --agents ppo --ppo-steps 2000000 --threshold 700
 """
 
@@ -389,10 +396,12 @@ def main(argv=None):
   parser.add_argument('--no-brax', action='store_true')
   parser.add_argument('--quick', action='store_true',
                       help='short budgets, low threshold (timing, not learning)')
-  parser.add_argument('--physics', default='dm_control',
+  parser.add_argument('--physics', default='playground',
                       choices=('dm_control', 'playground'),
-                      help="roxie's solver preset (roxie.envs.presets); "
-                      "'playground' matches Brax's MJX physics")
+                      help="roxie's solver preset (roxie.envs.presets); the "
+                      "default, 'playground', is the physics Brax's MJX runs "
+                      "(a like-for-like speed comparison); 'dm_control' is "
+                      "roxie's training default, heavier")
   parser.add_argument('--brax-worker', default=None, help=argparse.SUPPRESS)
   args = parser.parse_args(argv)
   if args.brax_worker is not None:
