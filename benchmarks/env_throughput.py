@@ -105,9 +105,10 @@ def _best_time(fn, repeats):
   return min(times)
 
 
-def _raw_runner(task, num_envs, nthread, steps, seed=0):
+def _raw_runner(task, num_envs, nthread, steps, seed=0,
+                physics='dm_control'):
   """A function that runs `steps` env steps of the bare mujoco.batch loop."""
-  model = common.prepare_model(task)
+  model = common.prepare_model(task, physics)
   n = task.n_substeps(model)
   batch = mujoco.batch.Batch(model, num_envs, nthread, persistent=True)
   batch.reset()
@@ -123,9 +124,10 @@ def _raw_runner(task, num_envs, nthread, steps, seed=0):
   return run
 
 
-def _raw(task, num_envs, nthread, steps, repeats, seed=0):
+def _raw(task, num_envs, nthread, steps, repeats, seed=0,
+         physics='dm_control'):
   """Seconds per env step of the bare mujoco.batch loop."""
-  run = _raw_runner(task, num_envs, nthread, steps, seed)
+  run = _raw_runner(task, num_envs, nthread, steps, seed, physics)
   return _best_time(run, repeats) / steps
 
 
@@ -147,8 +149,8 @@ def _interleaved(fns, repeats, cpu=False):
   return (best, best_cpu) if cpu else best
 
 
-def _calibrate_steps(task, num_envs, nthread, budget_s):
-  per_step = _raw(task, num_envs, nthread, 10, 1)
+def _calibrate_steps(task, num_envs, nthread, budget_s, physics='dm_control'):
+  per_step = _raw(task, num_envs, nthread, 10, 1, physics=physics)
   return int(np.clip(budget_s / per_step, 10, 5000))
 
 
@@ -235,10 +237,12 @@ def throughput(args):
     heavy_mjx = name.startswith(('Cheetah', 'Humanoid', 'Walker', 'Hopper',
                                  'Quadruped', 'Fish', 'Swimmer'))
     for num_envs in args.envs:
-      steps = _calibrate_steps(task, num_envs, args.nthread, args.budget)
-      raw_run = _raw_runner(task, num_envs, args.nthread, steps)
+      steps = _calibrate_steps(task, num_envs, args.nthread, args.budget,
+                               args.physics)
+      raw_run = _raw_runner(task, num_envs, args.nthread, steps,
+                            physics=args.physics)
       env = envs.make(task, backend='cpu', num_envs=num_envs,
-                      nthread=args.nthread)
+                      nthread=args.nthread, physics=args.physics)
       once, cpu_compile = _scan(env, steps)
       (t_raw, t_native), (c_raw, c_native) = _interleaved(
           [raw_run, once], args.repeats, cpu=True)
@@ -251,7 +255,7 @@ def throughput(args):
         mjx_rate, mjx_compile = float('nan'), float('nan')
         if not args.no_mjx and not (args.quick and heavy_mjx):
           mjx_env = envs.make(task, backend='mjx', num_envs=num_envs,
-                              impl=impl)
+                              impl=impl, physics=args.physics)
           mjx_steps = max(5, steps // 20) if heavy_mjx else steps
           once, mjx_compile = _scan(mjx_env, mjx_steps)
           mjx_rate = num_envs * mjx_steps / _best_time(
@@ -350,6 +354,10 @@ def main(argv=None):
                       "'warp' (needs warp-lang) or both")
   parser.add_argument('--callbacks', action='store_true',
                       help='compare host-callback mechanisms instead')
+  parser.add_argument('--physics', default='dm_control',
+                      choices=('dm_control', 'playground'),
+                      help='the solver preset of the throughput table '
+                      '(roxie.envs.presets); dm_control is the default')
   args = parser.parse_args(argv)
   if args.quick:
     if args.tasks == ','.join(DEFAULT_TASKS):
@@ -364,7 +372,8 @@ def main(argv=None):
   if bad:
     parser.error(f"--impl takes 'jax' and/or 'warp', got {bad[0]!r}")
   print(f'jax {jax.__version__}, mujoco {mujoco.__version__}, '
-        f'{os.cpu_count()} cores, nthread={args.nthread}, load average '
+        f'{os.cpu_count()} cores, nthread={args.nthread}, physics='
+        f'{args.physics}, load average '
         f'(1/5/15 min) {_load()}', flush=True)
   if args.callbacks:
     compare_callbacks(args)
