@@ -212,7 +212,7 @@ def _curve(**kw):
   return row
 
 
-def test_report_from_a_hand_made_csv(tmp_path):
+def test_report_from_a_hand_made_csv(tmp_path, monkeypatch):
   results, curves = str(tmp_path / 'h.csv'), str(tmp_path / 'hc.csv')
   # Seed 0: 12 evaluations (10, 20, ..., 120 at 100k, ..., 1.2M); its row at
   # 1.1M takes the last 10 up to there: 20..110, mean 65.
@@ -269,7 +269,15 @@ def test_report_from_a_hand_made_csv(tmp_path):
       env_steps=50_000, eval_return=humanoid.SHIP_THRESHOLD, wall_s=1.))
   text = open(humanoid.write_report(results, curves)).read()
   assert ('Best run so far: td3 on HumanoidWalk (default, seed 0), 500: it '
-          'clears the threshold') in text
+          'clears the threshold: export it') in text
+  # Once its bundle is in roxie/policies/, the report says it ships.
+  policies = tmp_path / 'policies'
+  (policies / 'HumanoidWalk-td3').mkdir(parents=True)
+  monkeypatch.setattr(humanoid, 'POLICIES_DIR', str(policies))
+  text = open(humanoid.write_report(results, curves)).read()
+  assert ('500: it clears the threshold and ships as '
+          "roxie/policies/HumanoidWalk-td3 (`roxie.load_policy("
+          "'HumanoidWalk-td3')`).") in text
 
 
 # ~20 s: fast, since it was the only test of the training path and that path
