@@ -39,9 +39,6 @@ import sys
 from typing import Any, Dict, List, Sequence, Tuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-# The shipped policies (roxie/policies/<task>-<agent>), as the report
-# looks for the best run's bundle.
-POLICIES_DIR = os.path.join(os.path.dirname(HERE), 'roxie', 'policies')
 sys.path.insert(0, HERE)
 
 import dmc  # pylint: disable=g-import-not-at-top,wrong-import-position
@@ -478,10 +475,11 @@ def markdown(rows: Sequence[Dict[str, str]],
         f'{_fmt(_mean([c["hours"] for c in group]), 2)} | '
         f'{_fmt(_mean([c["cpu_hours"] for c in group]), 2)} |')
   best = max(cells, key=lambda c: c['score'])
+  from roxie import export  # pylint: disable=g-import-not-at-top
   bundle = f'{best["task"]}-{best["agent"]}'
   if best['score'] < SHIP_THRESHOLD:
     verdict = 'below it, so no humanoid policy ships'
-  elif os.path.isdir(os.path.join(POLICIES_DIR, bundle)):
+  elif bundle in export.shipped_policies():
     verdict = (f'it clears the threshold and ships as roxie/policies/'
                f'{bundle} (`roxie.load_policy({bundle!r})`)')
   else:

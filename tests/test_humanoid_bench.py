@@ -271,9 +271,11 @@ def test_report_from_a_hand_made_csv(tmp_path, monkeypatch):
   assert ('Best run so far: td3 on HumanoidWalk (default, seed 0), 500: it '
           'clears the threshold: export it') in text
   # Once its bundle is in roxie/policies/, the report says it ships.
+  from roxie import export  # pylint: disable=g-import-not-at-top
   policies = tmp_path / 'policies'
   (policies / 'HumanoidWalk-td3').mkdir(parents=True)
-  monkeypatch.setattr(humanoid, 'POLICIES_DIR', str(policies))
+  (policies / 'HumanoidWalk-td3' / export.META_FILE).write_text('{}')
+  monkeypatch.setattr(export, 'policies_dir', lambda: str(policies))
   text = open(humanoid.write_report(results, curves)).read()
   assert ('500: it clears the threshold and ships as '
           "roxie/policies/HumanoidWalk-td3 (`roxie.load_policy("
