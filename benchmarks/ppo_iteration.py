@@ -39,19 +39,10 @@ def best_of(fn, repeats):
 
 def measure(task, backend, physics, iterations, repeats):
   import jax  # pylint: disable=g-import-not-at-top
-  from roxie import agents, envs, loops  # pylint: disable=g-import-not-at-top
-  from roxie import config as config_lib  # pylint: disable=g-import-not-at-top
-  from roxie import run as run_lib  # pylint: disable=g-import-not-at-top
-  module = agents.get_agent('ppo')
+  from roxie import loops  # pylint: disable=g-import-not-at-top
   settings = dict(vs_brax.PPO)
-  env = envs.make(task, backend=backend, num_envs=settings['num_envs'],
-                  physics=physics)
-  eval_env = envs.make(task, backend=backend,
-                       num_envs=vs_brax.EVAL_EPISODES, physics=physics)
-  cfg = config_lib.apply_overrides(
-      module.Config(), run_lib.split_overrides(settings)[1])
-  recipe = module.make(cfg, env.spec)
-  per_iter = loops.env_steps_per_iteration(recipe, settings['num_envs'])
+  recipe, env, eval_env, per_iter = vs_brax.roxie_setup(
+      'ppo', backend, task, settings, physics)
   init, run = loops.make_compiled_loop(recipe, env, iterations=iterations)
   evaluate = loops.make_evaluator(recipe, eval_env)
   box = [init(jax.random.PRNGKey(0))]
@@ -84,13 +75,8 @@ def vs_brax_rollout(recipe, agent_state, spec, num_envs):
   """A rollout of the loop's shapes, from update_cost's synthetic maker."""
   import update_cost  # pylint: disable=g-import-not-at-top
   import jax  # pylint: disable=g-import-not-at-top
-  saved = update_cost.SPEC
-  update_cost.SPEC = spec
-  try:
-    rollouts = update_cost.synthetic_rollouts(
-        recipe, agent_state, jax.random.PRNGKey(3), 1, num_envs)
-  finally:
-    update_cost.SPEC = saved
+  rollouts = update_cost.synthetic_rollouts(
+      recipe, agent_state, jax.random.PRNGKey(3), 1, num_envs, spec)
   return jax.tree.map(lambda x: x[0], rollouts)
 
 

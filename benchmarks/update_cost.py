@@ -445,9 +445,11 @@ def synthetic_transitions(key, n: int, batch: int) -> Transition:
       next_obs=jax.random.normal(ks[4], (n, batch, o)))
 
 
-def synthetic_rollouts(recipe, state, key, n: int, num_envs: int) -> Rollout:
-  """[n] rollouts of [T, B = num_envs], with extras from the recipe's `act`."""
-  t, b, o = recipe.rollout_length, num_envs, SPEC.obs_size
+def synthetic_rollouts(recipe, state, key, n: int, num_envs: int,
+                       spec: EnvSpec = SPEC) -> Rollout:
+  """[n] rollouts of [T, B = num_envs] of `spec`'s observations, with
+  extras from the recipe's `act`."""
+  t, b, o = recipe.rollout_length, num_envs, spec.obs_size
   ks = jax.random.split(key, 6)
   obs = jax.random.normal(ks[0], (n, t, b, o))
   _, extras = jax.vmap(lambda x, k: recipe.act(state, x, k, explore=True))(
@@ -560,14 +562,15 @@ def measure(name, args):
   # The products' FLOPs per update, counted from the jaxpr (a scan body
   # times its length; XLA's cost analysis counts a loop body once).
   updates = [recipe.update] + ([fused.update] if fused else [])
+  states = [state] + ([fstate] if fused else [])
   gflops = []
-  for upd, st in zip(updates, [state] + ([fstate] if fused else [])):
+  for upd, st in zip(updates, states):
     try:
       gflops.append(H.matmul_flops(functools.partial(many, upd), st, batches,
                                    key) / n / 1e9)
     except ValueError:  # A while loop: no static trip count.
       gflops.append(float('nan'))
-  for fn, st in zip(fns, [state] + ([fstate] if fused else [])):
+  for fn, st in zip(fns, states):
     c_s, call = compile_and_runner(fn, st, batches, key, costs)
     compiles.append(c_s)
     calls.append(call)

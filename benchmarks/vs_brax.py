@@ -153,27 +153,40 @@ def _steady_sps(records):
 # roxie: a small driver around the compiled loop, evaluating where Brax does.
 # ----------------------------------------------------------------------------
 
-def roxie_run(agent: str, backend: str, task: str, steps: int, num_evals: int,
-              settings: Dict[str, Any], seed: int = 0,
-              physics: str = 'dm_control') -> Dict[str, Any]:
-  import jax  # pylint: disable=g-import-not-at-top
+def roxie_setup(agent: str, backend: str, task: str, settings: Dict[str, Any],
+                physics: str = 'dm_control'):
+  """(recipe, env, eval_env, env steps per iteration) at matched settings.
+
+  The training env has `settings['num_envs']` envs, the evaluation env one
+  per evaluation episode; SAC's target entropy is Brax's fixed choice.
+  """
   from roxie import envs, loops  # pylint: disable=g-import-not-at-top
   from roxie import config as config_lib  # pylint: disable=g-import-not-at-top
   from roxie import agents  # pylint: disable=g-import-not-at-top
-  t_start = time.perf_counter()
+  from roxie import run as run_lib  # pylint: disable=g-import-not-at-top
   module = agents.get_agent(agent)
   overrides = dict(settings)
   env = envs.make(task, backend=backend, num_envs=settings['num_envs'],
                   physics=physics)
   if agent == 'sac':
     overrides['target_entropy'] = -0.5 * env.spec.action_size
-  from roxie import run as run_lib  # pylint: disable=g-import-not-at-top
   cfg = config_lib.apply_overrides(module.Config(),
                                    run_lib.split_overrides(overrides)[1])
   eval_env = envs.make(task, backend=backend, num_envs=EVAL_EPISODES,
                        physics=physics)
   recipe = module.make(cfg, env.spec)
   per_iter = loops.env_steps_per_iteration(recipe, settings['num_envs'])
+  return recipe, env, eval_env, per_iter
+
+
+def roxie_run(agent: str, backend: str, task: str, steps: int, num_evals: int,
+              settings: Dict[str, Any], seed: int = 0,
+              physics: str = 'dm_control') -> Dict[str, Any]:
+  import jax  # pylint: disable=g-import-not-at-top
+  from roxie import loops  # pylint: disable=g-import-not-at-top
+  t_start = time.perf_counter()
+  recipe, env, eval_env, per_iter = roxie_setup(agent, backend, task,
+                                                settings, physics)
   chunk = max(1, steps // max(1, num_evals - 1) // per_iter)
   init, run = loops.make_compiled_loop(recipe, env, iterations=chunk)
   evaluate = loops.make_evaluator(recipe, eval_env)
