@@ -36,6 +36,20 @@ where these are 256. `updates_per_iteration=8` (one per agent step, ~2x
 the CPU) is the `utd1` variant in DMC.md; wider or normalised critics
 (SimbaV2, BRO; `networks.BatchRenormMLP`, examples/crossq.py) are the
 other lever, at more CPU per update.
+
+Why the critic lags at 100k (benchmarks/RESULTS.md, "SAC's critic at 100k
+env steps"): with Polyak targets the bootstrapped value closes about
+tau * (1 - discount**n_step) of its remaining gap a update, 5e-5 at these
+defaults, a time constant of 20k updates; CheetahRun's 100k env steps are
+12.5k updates. At 100k the mean Q of every standard task is 2-4x higher at
+`tau=0.02` (CheetahRun 19-22 -> 46-48, BallInCup 46-133 -> 223-312), and
+`n_step=3` does the same on CheetahRun (36-43). The return gains less:
+return / CURL IQM over the six tasks 0.76 [0.67, 0.85] at tau 0.02 against
+0.73 [0.62, 0.82] (variant `tau0.02` in DMC.md, the same CPU): a higher
+IQM on five tasks, lower on CartpoleSwingup (one seed at 537), and every
+task's interval overlapping the default's.
+The default stays 0.005 until the 500k column shows whether the faster
+target costs the asymptote.
 """
 
 from __future__ import annotations
