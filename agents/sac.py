@@ -47,9 +47,8 @@ defaults, a time constant of 20k updates; CheetahRun's 100k env steps are
 return / CURL IQM over the six tasks 0.76 [0.67, 0.85] at tau 0.02 against
 0.73 [0.62, 0.82] (variant `tau0.02` in DMC.md, the same CPU): a higher
 IQM on five tasks, lower on CartpoleSwingup (one seed at 537), and every
-task's interval overlapping the default's.
-The default stays 0.005 until the 500k column shows whether the faster
-target costs the asymptote.
+task's interval overlapping the default's. The default stays 0.005 until
+the 500k column shows whether the faster target costs the asymptote.
 """
 
 from __future__ import annotations
