@@ -36,12 +36,19 @@ on CartpoleSwingup these defaults sit at 210-340 through 200k env steps and
 climb slowly (456 / 528 at 600k, seeds 0 and 1), where the other recipes
 pass 800 by 80k-150k. The std barely moves from its initial 0.5. At
 `epsilon_std=1e-5` its trust region binds. With the bound freed (1e-2) the
-E-step still does not ask for a smaller std: its weights are near uniform.
+E-step still does not ask for a smaller std through 200k: its weights are
+near uniform.
 These changes were each measured and left the plateau where it was: no
 penalty objective, the std fitted around the online mean, the penalty tilt
 multiplied into the Q tilt, a critic bootstrapping on the mean action, and
 (earlier) wider or narrower bounds on every KL, a smaller initial std, a
-tanh-squashed policy. So the defaults stay those of the published MPO.
+tanh-squashed policy. A third round (RESULTS.md, "MPO's plateau, third
+round"): a target policy 10-100x faster is no better; 32 envs step ~7x the
+env steps per second and reach the same plateau later (521 at 4M env
+steps, ~600 s at load 3); with `epsilon_std` at 1e-3 the E-step does shrink
+the std (0.50 -> 0.32) once the swing is learnt, ~1M env steps in, and one
+seed reached 704 at 5M against the default's 636. So the defaults stay
+those of the published MPO.
 
 Steps 1-4 share one set of target-critic evaluations, as Acme's MPO learner
 does: the policy is improved at the batch's bootstrap states s', which are
