@@ -52,10 +52,10 @@ are level (IQM 475 at 0.02, 470 at 0.005, 3 seeds each), so the faster
 target does not cost that asymptote; the default stays 0.005 until the
 other five tasks show the same at 500k.
 
-The published State SAC that DMC tables cite (pytorch_sac; RESULTS.md,
+The State SAC that DMC tables cite (pytorch_sac, DrQ's; RESULTS.md,
 "The State SAC that the DMC tables cite") runs without action repeat and
-makes one update per env step, 4-8x the updates these defaults make in
-the same env steps. Under that protocol (`--set action_repeat=1 --set
+makes one update per env step, 4-16x the updates these defaults make in
+the same env steps (4x at action repeat 2, 16x at 8). Under that protocol (`--set action_repeat=1 --set
 updates_per_iteration=8`) this recipe reaches 666 on FingerSpin at 100k
 against 416 at the default, for 2.6x the CPU.
 """
