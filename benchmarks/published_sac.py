@@ -19,32 +19,28 @@ step) per seed, their mean, and CURL's figure beside it:
   git clone https://github.com/denisyarats/pytorch_sac
   python benchmarks/published_sac.py pytorch_sac/data/sac.csv
 
-It needs only the standard library. Exit status 2 on a file it cannot read
-(missing, or without the columns env / seed / step / episode_reward).
+The task list and CURL's figures are dmc.py's and dmc_report.py's (the
+ones DMC.md is judged against); each task's dm_control name comes from
+roxie's task registry. Exit status 2 on a file it cannot read (missing, or
+without the columns env / seed / step / episode_reward).
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import os
 import statistics
 import sys
 from typing import Dict, List, Mapping, Sequence, Tuple
 
-# dm_control names of the six standard tasks, in the order of dmc.py.
-TASKS = (('CartpoleSwingup', 'cartpole_swingup'),
-         ('ReacherEasy', 'reacher_easy'),
-         ('FingerSpin', 'finger_spin'),
-         ('CheetahRun', 'cheetah_run'),
-         ('WalkerWalk', 'walker_walk'),
-         ('BallInCup', 'ball_in_cup_catch'))
+HERE = os.path.dirname(os.path.abspath(__file__))
+if HERE not in sys.path:  # dmc_report.py is a sibling script.
+  sys.path.insert(0, HERE)
 
-# CURL (arXiv 2004.04136) Table 1, State SAC: 100k / 500k env steps.
-CURL = {'CartpoleSwingup': (835, 848), 'ReacherEasy': (746, 923),
-        'FingerSpin': (811, 923), 'CheetahRun': (616, 795),
-        'WalkerWalk': (891, 948), 'BallInCup': (746, 974)}
-
-CURL_BUDGETS = (100_000, 500_000)
+# dmc_report puts this checkout's roxie on the path.
+import dmc_report  # pylint: disable=g-import-not-at-top,wrong-import-position
+from roxie.envs import tasks as roxie_tasks  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 REQUIRED = ('env', 'seed', 'step', 'episode_reward')
 
@@ -80,16 +76,22 @@ def table(evals: Evaluations, budgets: Sequence[int]
   budget other than 100k and 500k.
   """
   rows = []
-  for name, env in TASKS:
+  for name in dmc_report.dmc.STANDARD_TASKS:
     for budget in budgets:
-      seeds: Mapping[str, float] = evals.get(env, {}).get(budget, {})
+      seeds: Mapping[str, float] = evals.get(dm_control_name(name), {}).get(
+          budget, {})
       if not seeds:
         continue
       returns = [seeds[s] for s in sorted(seeds)]
-      ref = CURL[name][CURL_BUDGETS.index(budget)] if (
-          budget in CURL_BUDGETS) else -1
+      ref = dmc_report.REFERENCE.get(budget, {}).get(name, -1)
       rows.append((name, budget, returns, statistics.fmean(returns), ref))
   return rows
+
+
+def dm_control_name(task: str) -> str:
+  """A roxie task's dm_control suite name ('BallInCup' -> 'ball_in_cup_catch')."""
+  t = roxie_tasks.get_task(task)
+  return f'{t.domain}_{t.dmc_task}'
 
 
 def main(argv=None) -> int:
