@@ -55,10 +55,11 @@ other five tasks show the same at 500k.
 The State SAC that DMC tables cite (pytorch_sac, DrQ's; RESULTS.md,
 "The State SAC that the DMC tables cite") runs without action repeat and
 makes one update per env step, 4-16x the updates these defaults make in
-the same env steps (4x at action repeat 2, 16x at 8). Under that protocol (`--set action_repeat=1 --set
-updates_per_iteration=8`) this recipe reaches 666 on FingerSpin at 100k
-against 416 at the default, and 584 with one update per agent step at
-action repeat 2 (`utd1`, half the updates and CPU of the former).
+the same env steps (4x at action repeat 2, 16x at 8). Under that protocol
+(`--set action_repeat=1 --set updates_per_iteration=8`) this recipe
+reaches 666 on FingerSpin at 100k against 416 at the default, and 584
+with one update per agent step at action repeat 2 (`utd1`, half the
+updates and CPU of the former).
 """
 
 from __future__ import annotations

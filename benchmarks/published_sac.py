@@ -89,7 +89,7 @@ def table(evals: Evaluations, budgets: Sequence[int]
 
 
 def dm_control_name(task: str) -> str:
-  """A roxie task's dm_control suite name ('BallInCup' -> 'ball_in_cup_catch')."""
+  """A roxie task's dm_control name: BallInCup -> ball_in_cup_catch."""
   t = roxie_tasks.get_task(task)
   return f'{t.domain}_{t.dmc_task}'
 
