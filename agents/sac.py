@@ -19,11 +19,13 @@ observations go through the identity encoder (`networks.observation_encoder`
 chooses once), so the state-based networks and parameters are unchanged.
 
 On the DeepMind Control benchmark (benchmarks/results/DMC.md has the
-current rows) these defaults reached CURL's State-SAC figures at 500k env
-steps on CartpoleSwingup, ReacherEasy and WalkerWalk, BallInCup within 1
-(973 against 974), and fell short on CheetahRun (~500 against 795) and
-FingerSpin (IQM 709 against 923) when this was written. What CheetahRun's
-metrics show (seed 1, 500k env steps, action repeat 4): the entropy sits
+current rows), at 500k env steps and 3 seeds, these defaults meet CURL's
+State-SAC on CartpoleSwingup (863 against 848), are level on BallInCup
+(970 against 974), short by one seed on ReacherEasy (902; seeds 969, 768,
+969) and WalkerWalk (898; 776, 953, 965), and short on every seed on
+FingerSpin (653 against 923) and CheetahRun (470 against 795). What
+CheetahRun's metrics show (seed 1, 500k env steps, action repeat 4,
+the 5,000-step warm-up of an earlier default): the entropy sits
 at its target (-6, the action size) from ~140k steps on with alpha ~0.03,
 so exploration is not what limits it; the mean Q is still rising (29 at
 140k, 96 at 320k, 142 at 500k, where a return of ~500 per 1000 steps
