@@ -140,6 +140,11 @@ class Config(off_policy.ReplayConfig):
   # Networks and optimisation.
   hidden_sizes: Tuple[int, ...] = (256, 256)
   layer_norm: bool = True
+  # The critic's torso: 0 residual blocks keeps the MLP of hidden_sizes;
+  # N > 0 makes it BRO's residual net (`networks.ResidualMLP`: N blocks,
+  # every layer critic_width wide; BRO's critic is N = 2, width 512).
+  critic_blocks: int = 0
+  critic_width: int = 512
   policy_lr: float = 3e-4
   critic_lr: float = 3e-4
   max_grad_norm: Optional[float] = 1.0
@@ -252,9 +257,8 @@ def make(config: Config, spec: EnvSpec) -> Recipe:
   encoder = networks.observation_encoder(c, spec)  # Identity if flat.
   q_net = hk.without_apply_rng(hk.transform(
       lambda o, a: networks.QCritic(
-          hidden_sizes=c.hidden_sizes, activation=jax.nn.elu,
-          layer_norm=c.layer_norm, obs_size=encoder.obs_size,
-          action_size=spec.action_size)(o, a)))
+          **off_policy.torso_kwargs(c), activation=jax.nn.elu,
+          obs_size=encoder.obs_size, action_size=spec.action_size)(o, a)))
   # From pixels the critic encodes observations (networks.encoded_critic);
   # flat, `critic` is `q_net` itself and its helpers are identities.
   critic = networks.encoded_critic(q_net, encoder)

@@ -137,6 +137,11 @@ class Config(ReplayConfig):
   # Networks and optimisation.
   hidden_sizes: Tuple[int, ...] = (256, 256)
   layer_norm: bool = True
+  # The critic's torso: 0 residual blocks keeps the MLP of hidden_sizes;
+  # N > 0 makes it BRO's residual net (`networks.ResidualMLP`: N blocks,
+  # every layer critic_width wide; BRO's critic is N = 2, width 512).
+  critic_blocks: int = 0
+  critic_width: int = 512
   actor_lr: float = 3e-4
   critic_lr: float = 3e-4
   max_grad_norm: Optional[float] = None
@@ -181,9 +186,24 @@ def critic_kwargs(config: Config, spec: EnvSpec) -> dict:
   On flat observations the critic checks their size; from pixels it reads
   encoder features, whose width it takes as given.
   """
-  return dict(hidden_sizes=config.hidden_sizes, layer_norm=config.layer_norm,
+  return dict(torso_kwargs(config),
               obs_size=networks.observation_encoder(config, spec).obs_size,
               action_size=spec.action_size)
+
+
+def torso_kwargs(config: Any) -> dict:
+  """A critic's torso arguments from a config's network fields.
+
+  hidden_sizes and layer_norm; with `critic_blocks` > 0 (a config without
+  the field has none) the residual torso's `residual_blocks` and its one
+  width.
+  """
+  blocks = getattr(config, 'critic_blocks', 0)
+  if not blocks:
+    return dict(hidden_sizes=config.hidden_sizes,
+                layer_norm=config.layer_norm)
+  return dict(hidden_sizes=(config.critic_width,),
+              layer_norm=config.layer_norm, residual_blocks=blocks)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -91,6 +91,11 @@ class Config(off_policy.ReplayConfig):
   # Networks and optimisation.
   hidden_sizes: Tuple[int, ...] = (256, 256)
   layer_norm: bool = True
+  # The critic's torso: 0 residual blocks keeps the MLP of hidden_sizes;
+  # N > 0 makes it BRO's residual net (`networks.ResidualMLP`: N blocks,
+  # every layer critic_width wide; BRO's critic is N = 2, width 512).
+  critic_blocks: int = 0
+  critic_width: int = 512
   actor_lr: float = 3e-4
   critic_lr: float = 3e-4
   alpha_lr: float = 3e-4
@@ -181,8 +186,8 @@ def make(config: Config, spec: EnvSpec) -> Recipe:
   encoder = _encoder(c, spec)
   q_net = hk.without_apply_rng(hk.transform(
       lambda o, a: networks.TwinQCritic(
-          hidden_sizes=c.hidden_sizes, layer_norm=c.layer_norm,
-          obs_size=encoder.obs_size, action_size=spec.action_size)(o, a)))
+          **off_policy.torso_kwargs(c), obs_size=encoder.obs_size,
+          action_size=spec.action_size)(o, a)))
   # Observations reach the actor and the Q-heads as the encoder's features
   # (networks.encoded_critic): from pixels the critic owns the encoder and
   # the actor reads it through a stop-gradient; flat, the critic is `q_net`

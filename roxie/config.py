@@ -244,8 +244,10 @@ _POSITIVE_INTS = ('num_envs', 'total_steps', 'steps_per_iteration',
                   'updates_per_iteration', 'batch_size', 'replay_capacity',
                   'n_step', 'num_samples', 'rollout_length', 'num_epochs',
                   'num_minibatches', 'action_repeat', 'policy_delay',
-                  'encoder_feature_size', 'noise_decay_updates')
+                  'encoder_feature_size', 'noise_decay_updates',
+                  'critic_width')
 _NON_NEGATIVE = ('warmup_steps', 'target_update_period', 'augment_pad',
+                 'critic_blocks',
                  'noise_start', 'noise_end', 'target_noise',
                  'target_noise_clip', 'entropy_coef', 'saturation_weight',
                  'saturation_threshold', 'action_penalty_epsilon')
@@ -372,6 +374,10 @@ def problems(config: Any, *, num_envs: Optional[int] = None) -> List[str]:
   if num_envs is not None:
     values['num_envs'] = int(num_envs)
   get = values.get
+  if get('critic_blocks') and get('layer_norm') is False:
+    out.append(f'critic_blocks ({get("critic_blocks")}) makes a residual '
+               'critic, LayerNorm-ed by construction: it needs '
+               'layer_norm=True')
   if get('v_min') is not None and get('v_max') is not None:
     if not get('v_min') < get('v_max'):
       out.append(f'v_min ({get("v_min")}) must be below v_max '

@@ -49,8 +49,10 @@ from roxie.networks.policies import deterministic_policy
 from roxie.networks.policies import deterministic_policy_params
 from roxie.networks.policies import make_deterministic_policy
 from roxie.networks.torsos import check_last_axis
+from roxie.networks.torsos import critic_torso
 from roxie.networks.torsos import ensemble
 from roxie.networks.torsos import MLP
+from roxie.networks.torsos import ResidualMLP
 from roxie.networks.torsos import small_init
 
 __all__ = (
@@ -61,6 +63,7 @@ __all__ = (
     'CategoricalQ',
     'check_last_axis',
     'check_pooling',
+    'critic_torso',
     'deterministic_actor',
     'deterministic_policy',
     'deterministic_policy_params',
@@ -88,6 +91,7 @@ __all__ = (
     'QCritic',
     'random_shift',
     'random_shift_observation',
+    'ResidualMLP',
     'RESOLUTION_AGNOSTIC_POOLINGS',
     'SharedEncoder',
     'small_init',

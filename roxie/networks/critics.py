@@ -73,11 +73,13 @@ class QCritic(hk.Module):
                action_size: Optional[int] = None,
                output_init_scale: float = 1e-4,
                batch_renorm: Optional[Mapping[str, Any]] = None,
+               residual_blocks: int = 0,
                name: Optional[str] = None):
     """Builds the critic.
 
     Args:
-      hidden_sizes: widths of the torso's layers.
+      hidden_sizes: widths of the torso's layers (with residual_blocks, the
+        one width: `(width,)`).
       activation: the torso's nonlinearity.
       layer_norm: whether the torso uses LayerNorm (not with batch_renorm).
       obs_size: if given, observations must have this size (checked).
@@ -86,6 +88,8 @@ class QCritic(hk.Module):
       batch_renorm: None for the plain MLP torso; else the keyword arguments
         of every `normalization.BatchRenorm` of a batch-renormalised torso
         ({} for the defaults).
+      residual_blocks: 0 for the MLP torso; N > 0 for a `torsos.ResidualMLP`
+        (BRO's BroNet) of N blocks (see `torsos.critic_torso`).
       name: module name.
     """
     super().__init__(name=name)
@@ -93,12 +97,16 @@ class QCritic(hk.Module):
     self._action_size = action_size
     self._batch_renorm = batch_renorm
     if batch_renorm is None:
-      self._torso = torsos.MLP(hidden_sizes, activation=activation,
-                               layer_norm=layer_norm, name='torso')
+      self._torso = torsos.critic_torso(
+          hidden_sizes, activation=activation, layer_norm=layer_norm,
+          residual_blocks=residual_blocks, where='QCritic')
     else:
       if layer_norm:
         raise ValueError('QCritic: choose layer_norm or batch_renorm, not '
                          'both.')
+      if residual_blocks:
+        raise ValueError('QCritic: choose residual_blocks or batch_renorm, '
+                         'not both.')
       self._torso = normalization.BatchRenormMLP(
           hidden_sizes, activation=activation, name='torso', **batch_renorm)
     self._head = hk.Linear(1, w_init=torsos.small_init(output_init_scale),
@@ -142,6 +150,7 @@ class TwinQCritic(hk.Module):
                action_size: Optional[int] = None,
                output_init_scale: float = 1e-4,
                batch_renorm: Optional[Mapping[str, Any]] = None,
+               residual_blocks: int = 0,
                name: Optional[str] = None):
     """Builds the critics; arguments as `QCritic`'s, plus `num_critics`."""
     super().__init__(name=name)
@@ -154,6 +163,7 @@ class TwinQCritic(hk.Module):
                      layer_norm=layer_norm,
                      output_init_scale=output_init_scale,
                      batch_renorm=batch_renorm,
+                     residual_blocks=residual_blocks,
                      name='q_critic')(obs, action, is_training)
 
     # Built once, so that repeated calls share the parameters.
@@ -228,6 +238,7 @@ class CategoricalCritic(hk.Module):
                action_size: Optional[int] = None,
                output_init_scale: float = 1e-4,
                init_value: Optional[float] = None,
+               residual_blocks: int = 0,
                name: Optional[str] = None):
     """Builds the critic.
 
@@ -235,7 +246,8 @@ class CategoricalCritic(hk.Module):
       v_min: the smallest atom.
       v_max: the largest atom.
       num_atoms: K, the number of atoms.
-      hidden_sizes: widths of the torso's layers.
+      hidden_sizes: widths of the torso's layers (with residual_blocks, the
+        one width: `(width,)`).
       activation: the torso's nonlinearity.
       layer_norm: whether the torso uses LayerNorm.
       obs_size: if given, observations must have this size (checked).
@@ -245,6 +257,8 @@ class CategoricalCritic(hk.Module):
       init_value: None starts from a near-uniform distribution, whose mean
         is the support's midpoint; a value starts every Q's mass near it
         (the head's bias is `categorical_logits_at(init_value, atoms)`).
+      residual_blocks: 0 for the MLP torso; N > 0 for a `torsos.ResidualMLP`
+        (BRO's BroNet) of N blocks (see `torsos.critic_torso`).
       name: module name.
     """
     super().__init__(name=name)
@@ -253,8 +267,9 @@ class CategoricalCritic(hk.Module):
     self._num_atoms = num_atoms
     self._obs_size = obs_size
     self._action_size = action_size
-    self._torso = torsos.MLP(hidden_sizes, activation=activation,
-                             layer_norm=layer_norm, name='torso')
+    self._torso = torsos.critic_torso(
+        hidden_sizes, activation=activation, layer_norm=layer_norm,
+        residual_blocks=residual_blocks, where='CategoricalCritic')
     b_init = None
     if init_value is not None:
       b_init = lambda shape, dtype: jnp.broadcast_to(  # pylint: disable=g-long-lambda
@@ -296,6 +311,7 @@ class TwinCategoricalCritic(hk.Module):
                action_size: Optional[int] = None,
                output_init_scale: float = 1e-4,
                init_value: Optional[float] = None,
+               residual_blocks: int = 0,
                name: Optional[str] = None):
     """Builds the critics: `CategoricalCritic`'s arguments + `num_critics`."""
     super().__init__(name=name)
@@ -309,7 +325,8 @@ class TwinCategoricalCritic(hk.Module):
           v_min=v_min, v_max=v_max, num_atoms=num_atoms,
           hidden_sizes=hidden_sizes, activation=activation,
           layer_norm=layer_norm, output_init_scale=output_init_scale,
-          init_value=init_value, name='categorical_critic')(obs, action).logits
+          init_value=init_value, residual_blocks=residual_blocks,
+          name='categorical_critic')(obs, action).logits
 
     # Built once, so that repeated calls share the parameters.
     self._critics = torsos.ensemble(member, size=num_critics)

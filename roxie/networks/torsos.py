@@ -99,6 +99,95 @@ class MLP(hk.Module):
     return x
 
 
+class ResidualMLP(hk.Module):
+  """A residual, LayerNorm-ed torso (BroNet) for critics that scale.
+
+  "Bigger, Regularized, Optimistic: scaling for compute and sample-efficient
+  continuous control", Nauman et al., 2024 (https://arxiv.org/abs/2405.16158):
+
+    x = act(LN(Linear(x)))                                  # the embedding
+    x = x + LN(Linear(act(LN(Linear(x)))))                  # num_blocks times
+
+  every layer `width` wide. The skips keep a deep torso's gradients whole and
+  the normalisation bounds each block's contribution, which is what lets
+  BRO grow the critic (and the update-to-data ratio) where a plain MLP
+  degrades. With num_blocks = 0 it is one LayerNorm-ed layer.
+  """
+
+  def __init__(self,
+               width: int,
+               num_blocks: int,
+               *,
+               activation: Callable[[Array], Array] = jax.nn.relu,
+               w_init: Optional[hk.initializers.Initializer] = None,
+               name: Optional[str] = None):
+    """Builds the torso.
+
+    Args:
+      width: the width of every layer (and of the output features).
+      num_blocks: residual blocks after the embedding (>= 0).
+      activation: elementwise nonlinearity.
+      w_init: weight initialiser of the linear layers (haiku's default if
+        None).
+      name: module name.
+    """
+    super().__init__(name=name)
+    if width < 1 or num_blocks < 0:
+      raise ValueError(f'ResidualMLP needs width >= 1 and num_blocks >= 0, '
+                       f'got {width} and {num_blocks}.')
+    self._width = width
+    self._num_blocks = num_blocks
+    self._activation = activation
+    self._w_init = w_init
+
+  def __call__(self, x: Array) -> Array:
+    """Maps [..., D] inputs to [..., width] features."""
+    check_last_axis(x, None, 'input', self.module_name)
+
+    # Built here (not in a method) so the parameters sit directly under
+    # this module: residual_mlp/embed_linear, .../block_0_1_layer_norm.
+    def dense_norm(h: Array, name: str) -> Array:
+      h = hk.Linear(self._width, w_init=self._w_init,
+                    name=f'{name}_linear')(h)
+      return hk.LayerNorm(axis=-1, create_scale=True, create_offset=True,
+                          name=f'{name}_layer_norm')(h)
+
+    x = self._activation(dense_norm(x, 'embed'))
+    for i in range(self._num_blocks):
+      y = self._activation(dense_norm(x, f'block_{i}_0'))
+      x = x + dense_norm(y, f'block_{i}_1')
+    return x
+
+
+def critic_torso(hidden_sizes: Sequence[int],
+                 *,
+                 activation: Callable[[Array], Array],
+                 layer_norm: bool,
+                 residual_blocks: int = 0,
+                 where: str = 'critic') -> hk.Module:
+  """A critic's torso: the `MLP` of hidden_sizes, or a `ResidualMLP`.
+
+  With residual_blocks = N > 0 the torso is `ResidualMLP(width, N)`, where
+  hidden_sizes is the one width, `(width,)` (BRO's critic: (512,), N = 2).
+  It is normalised by construction, so layer_norm must be True.
+  """
+  if residual_blocks < 0:
+    raise ValueError(f'{where}: residual_blocks must be >= 0, got '
+                     f'{residual_blocks}.')
+  if not residual_blocks:
+    return MLP(hidden_sizes, activation=activation, layer_norm=layer_norm,
+               name='torso')
+  if len(hidden_sizes) != 1:
+    raise ValueError(
+        f'{where}: a residual torso has one width; give hidden_sizes as '
+        f'(width,), e.g. (512,), got {tuple(hidden_sizes)}.')
+  if not layer_norm:
+    raise ValueError(f'{where}: a residual torso is LayerNorm-ed by '
+                     'construction; it needs layer_norm=True.')
+  return ResidualMLP(hidden_sizes[0], residual_blocks, activation=activation,
+                     name='torso')
+
+
 def ensemble(member_fn: Callable[..., chex.ArrayTree],
              *,
              size: int,

@@ -207,3 +207,96 @@ def test_mlp_layer_norm_and_activation():
   w = params['mlp/linear_1']['w']
   params['mlp/linear_1'] = dict(params['mlp/linear_1'], w=10. * w)
   assert np.min(net.apply(params, x)) < -1.
+
+
+def _residual_params(width=6, blocks=2):
+  net = hk.without_apply_rng(hk.transform(
+      lambda x: networks.ResidualMLP(width, blocks)(x)))
+  x = jax.random.normal(jax.random.PRNGKey(3), (BATCH, 5))
+  return net, net.init(jax.random.PRNGKey(0), x), x
+
+
+def test_residual_mlp_matches_its_formula_in_numpy():
+  """BroNet: x = relu(LN(W x)), then x += LN(W1 relu(LN(W0 x))) per block."""
+  net, params, x = _residual_params()
+  # Random LayerNorm scales and offsets, so that they are checked too.
+  params = jax.tree.map(
+      lambda p: p + 0.3 * jax.random.normal(jax.random.PRNGKey(p.size),
+                                            p.shape), params)
+
+  def dense_norm(h, prefix):
+    lin, ln = params[f'{prefix}_linear'], params[f'{prefix}_layer_norm']
+    h = h @ np.asarray(lin['w']) + np.asarray(lin['b'])
+    mean = h.mean(-1, keepdims=True)
+    var = h.var(-1, keepdims=True)
+    return ((h - mean) / np.sqrt(var + 1e-5) * np.asarray(ln['scale'])
+            + np.asarray(ln['offset']))
+
+  relu = lambda h: np.maximum(h, 0.)
+  h = relu(dense_norm(np.asarray(x, np.float64), 'residual_mlp/embed'))
+  for i in range(2):
+    y = relu(dense_norm(h, f'residual_mlp/block_{i}_0'))
+    h = h + dense_norm(y, f'residual_mlp/block_{i}_1')
+  np.testing.assert_allclose(net.apply(params, x), h, rtol=1e-4, atol=1e-4)
+  assert len(params) == 2 + 2 * 2 * 2  # embed + 2 blocks of 2 (linear, LN).
+
+
+def test_residual_mlp_block_is_a_skip_when_its_output_norm_is_zero():
+  # With the block's last LayerNorm scaled and shifted to 0, each block adds
+  # nothing: the output is the embedding alone, whatever the block weights.
+  net, params, x = _residual_params(blocks=2)
+  zero = dict(params)
+  for i in range(2):
+    name = f'residual_mlp/block_{i}_1_layer_norm'
+    zero[name] = jax.tree.map(jnp.zeros_like, params[name])
+  embed_only = hk.without_apply_rng(hk.transform(
+      lambda x: networks.ResidualMLP(6, 0)(x)))
+  np.testing.assert_allclose(
+      net.apply(zero, x),
+      embed_only.apply({k: v for k, v in params.items() if 'embed' in k}, x),
+      rtol=1e-6)
+  assert not np.allclose(net.apply(params, x), net.apply(zero, x))
+
+
+@pytest.mark.parametrize('make', [
+    lambda: networks.QCritic(hidden_sizes=(8,), layer_norm=True,
+                             residual_blocks=2),
+    lambda: networks.TwinQCritic(hidden_sizes=(8,), layer_norm=True,
+                                 residual_blocks=2),
+    lambda: networks.CategoricalCritic(v_min=0., v_max=1., hidden_sizes=(8,),
+                                       layer_norm=True, residual_blocks=2),
+    lambda: networks.TwinCategoricalCritic(v_min=0., v_max=1.,
+                                           hidden_sizes=(8,), layer_norm=True,
+                                           residual_blocks=2),
+], ids=['q', 'twin_q', 'categorical', 'twin_categorical'])
+def test_critics_with_a_residual_torso(make):
+  net = _critic(make)
+  obs, action = _inputs()
+  params = net.init(jax.random.PRNGKey(0), obs, action)
+  torso = {k for k in params if '/torso/' in k}
+  assert len(torso) == 10, sorted(params)  # embed + 2 blocks, LN-ed.
+  assert all(v['w'].shape[-1] == 8 for k, v in params.items()
+             if k.endswith('linear'))
+  # Gradients reach the embedding through the skips.
+  def loss(p):
+    out = net.apply(p, obs, action)
+    return jnp.sum(out.logits if hasattr(out, 'logits') else out)
+  grads = jax.grad(loss)(params)
+  embed = [k for k in grads if k.endswith('embed_linear')]
+  assert embed and np.any(np.abs(grads[embed[0]]["w"]) > 0.)
+
+
+def test_residual_torso_bad_arguments():
+  obs, action = _inputs()
+  key = jax.random.PRNGKey(0)
+  for kwargs, match in [
+      (dict(hidden_sizes=(8, 8), layer_norm=True), 'one width'),
+      (dict(hidden_sizes=(8,), layer_norm=False), 'layer_norm=True'),
+      (dict(hidden_sizes=(8,), layer_norm=False, batch_renorm={}),
+       'residual_blocks or batch_renorm')]:
+    net = hk.transform_with_state(lambda o, a, kw=kwargs: networks.QCritic(
+        residual_blocks=1, **kw)(o, a, is_training=True))
+    with pytest.raises(ValueError, match=match):
+      net.init(key, obs, action)
+  with pytest.raises(ValueError, match='num_blocks >= 0'):
+    hk.transform(lambda x: networks.ResidualMLP(4, -1)(x)).init(key, obs)
