@@ -36,8 +36,9 @@ agent step, 62.5k updates in 500k env steps, against the published State
 SAC's one per agent step (125k) with 1024-unit layers (SAC-AE's settings)
 where these are 256. `updates_per_iteration=8` (one per agent step, ~2x
 the CPU) is the `utd1` variant in DMC.md; wider or normalised critics
-(SimbaV2, BRO; `networks.BatchRenormMLP`, examples/crossq.py) are the
-other lever, at more CPU per update.
+(SimbaV2, BRO: `critic_blocks`, `networks.ResidualMLP`; CrossQ:
+`networks.BatchRenormMLP`, examples/crossq.py) are the other lever, at
+more CPU per update.
 
 Why the critic lags at 100k (benchmarks/RESULTS.md, "SAC's critic at 100k
 env steps"): with Polyak targets the bootstrapped value closes about
