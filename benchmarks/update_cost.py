@@ -38,6 +38,7 @@ in alternating order (A B, B A, ...), each ended by `block_until_ready`;
 medians. Compare figures from the same run only: the machine may be shared.
 
   python benchmarks/update_cost.py --quick
+  python benchmarks/update_cost.py --variant 'res1:critic_blocks=1;critic_width=256'
   python benchmarks/update_cost.py --agents sac,td3 --repeats 30
 """
 
@@ -647,6 +648,76 @@ def batch_sweep(args):
                      'us/sample'], rows))
 
 
+def parse_variant(text: str) -> Tuple[str, Dict[str, str]]:
+  """'res1:critic_blocks=1;critic_width=256' -> ('res1', {field: text})."""
+  from roxie import config as config_lib  # pylint: disable=g-import-not-at-top
+  name, sep, rest = text.partition(':')
+  if not sep or not name or not rest:
+    raise SystemExit(f'update_cost.py: --variant {text!r} is not of the form '
+                     'NAME:FIELD=VALUE[;FIELD=VALUE...]')
+  try:
+    return name, config_lib.parse_overrides(rest.split(';'))
+  except config_lib.ConfigError as e:
+    raise SystemExit(f'update_cost.py: --variant {text!r}: {e}') from None
+
+
+def variant_sweep(args):
+  """Each agent's update at its default Config and at each --variant.
+
+  Every config's update is timed in one interleaved set with the default's,
+  so the ratio (variant time / default time, median of per-repeat ratios)
+  is a same-run figure; GFLOP/upd are the matrix products per update,
+  counted from the jaxpr.
+  """
+  from roxie import agents  # pylint: disable=g-import-not-at-top
+  from roxie import config as config_lib  # pylint: disable=g-import-not-at-top
+  rows = []
+  for name in args.variant_agents:
+    module = agents.get_agent(name)
+    configs = [('default', module.Config())]
+    for vname, overrides in args.variant:
+      try:
+        cfg = config_lib.validate(config_lib.apply_overrides(
+            module.Config(), overrides))
+      except config_lib.ConfigError as e:
+        raise SystemExit(f'update_cost.py: --variant {vname} for {name}: '
+                         f'{e}') from None
+      configs.append((vname, cfg))
+    calls, gflops, n = [], [], args.updates
+    for _, cfg in configs:
+      recipe = module.make(cfg, SPEC)
+      state = jax.jit(lambda k, r=recipe: r.init(k, SPEC))(
+          jax.random.PRNGKey(0))
+      if recipe.on_policy:
+        raise SystemExit('update_cost.py: --variant times off-policy '
+                         f'recipes; {name} is on-policy.')
+      batches = synthetic_transitions(jax.random.PRNGKey(1), n,
+                                      recipe.replay.batch_size)
+      key = jax.random.PRNGKey(3)
+      gflops.append(H.matmul_flops(functools.partial(many, recipe.update),
+                                   state, batches, key) / n / 1e9)
+      calls.append(compile_and_runner(scanned(recipe.update), state, batches,
+                                      key)[1])
+    cpu = []
+    times = H.interleaved(calls, args.repeats, cpu=cpu)
+    for i, (vname, _) in enumerate(configs):
+      overrides = dict(args.variant).get(vname, {})
+      rows.append([name, vname,
+                   ';'.join(f'{k}={v}' for k, v in overrides.items()) or '-',
+                   f'{1e3 * H.median(times[i]) / n:.3f}',
+                   f'{H.median([t / d for d, t in zip(times[0], times[i])]):.2f}',
+                   f'{H.median(cpu[i]) / H.median(cpu[0]):.2f}',
+                   f'{gflops[i]:.3f}', f'{gflops[i] / gflops[0]:.2f}'])
+      print(f'  {name} {vname}: {rows[-1][3]} ms/update, x{rows[-1][4]} the '
+            f'default [load {H.load_now()}]', flush=True)
+  print()
+  print('update cost of config variants, each against its agent\'s default '
+        'in the same interleaved run (x: median of per-repeat time ratios; '
+        'cpu x: process CPU time; flops x: matrix products per update)')
+  print(H.fmt_table(['agent', 'variant', 'overrides', 'ms/update', 'x',
+                     'cpu x', 'GFLOP/upd', 'flops x'], rows))
+
+
 def main(argv=None):
   parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
   parser.add_argument('--agents', default=None,
@@ -661,7 +732,17 @@ def main(argv=None):
   parser.add_argument('--no-fused', action='store_true')
   parser.add_argument('--batch-sweep', default='',
                       help='also time SAC at these batch sizes, e.g. 64,256,1024')
+  parser.add_argument('--variant', action='append', default=[],
+                      metavar='NAME:FIELD=VALUE[;FIELD=VALUE]',
+                      help='time only these config variants against the '
+                      'default of --variant-agents (repeatable), e.g. '
+                      'res1:critic_blocks=1;critic_width=256')
+  parser.add_argument('--variant-agents', default='sac',
+                      help='comma-separated agents for --variant (default: '
+                      'sac)')
   args = parser.parse_args(argv)
+  args.variant = [parse_variant(v) for v in args.variant]
+  args.variant_agents = [a for a in args.variant_agents.split(',') if a]
   if args.quick:
     args.repeats = min(args.repeats, 9)
     args.updates = min(args.updates, 10)
@@ -669,6 +750,15 @@ def main(argv=None):
   args.batch_sweep = [int(x) for x in args.batch_sweep.split(',') if x]
   from roxie import agents  # pylint: disable=g-import-not-at-top
   names = args.agents.split(',') if args.agents else list(agents.AGENTS)
+  if args.variant:
+    print(H.machine_header(
+        'update_cost --variant: config variants against the default, '
+        'CheetahRun-like obs 17 / act 6', [
+            f'updates per program {args.updates}, {args.repeats} '
+            'interleaved repeats, median']), flush=True)
+    variant_sweep(args)
+    print(f'\nload average at end: {H.load_now()}')
+    return 0
   print(H.machine_header(
       'update_cost: recipe update vs hand-fused, CheetahRun-like obs 17 / '
       'act 6', [f'updates per program {args.updates} (PPO: '

@@ -74,3 +74,24 @@ def test_while_loop_is_refused():
   f = lambda x: jax.lax.while_loop(lambda c: c.sum() < 10., lambda c: c @ c, x)
   with pytest.raises(ValueError, match='scan'):
     H.matmul_flops(f, jnp.ones((2, 2)))
+
+
+def test_residual_torso_products_hand_counted():
+  """networks.ResidualMLP: an embedding D -> W, then 2 W x W per block."""
+  from roxie import networks  # pylint: disable=g-import-not-at-top
+  b, d, w, blocks = 32, 23, 64, 2
+  net = hk.without_apply_rng(hk.transform(
+      lambda x: networks.ResidualMLP(w, blocks)(x)))
+  x = jnp.ones((b, d))
+  params = net.init(jax.random.PRNGKey(0), x)
+  assert H.matmul_flops(net.apply, params, x) == 2 * b * (d * w +
+                                                          2 * blocks * w * w)
+
+
+def test_update_cost_variant_parsing():
+  import update_cost  # pylint: disable=g-import-not-at-top
+  assert update_cost.parse_variant('r:critic_blocks=1;critic_width=256') == (
+      'r', {'critic_blocks': '1', 'critic_width': '256'})
+  for bad in ('critic_blocks=1', 'r:', 'r:critic_blocks'):
+    with pytest.raises(SystemExit, match='update_cost.py: --variant'):
+      update_cost.parse_variant(bad)
