@@ -674,7 +674,7 @@ def variant_sweep(args):
   rows = []
   for name in args.variant_agents:
     module = agents.get_agent(name)
-    configs = [('default', module.Config())]
+    configs = [('default', {}, module.Config())]
     for vname, overrides in args.variant:
       try:
         cfg = config_lib.validate(config_lib.apply_overrides(
@@ -682,9 +682,9 @@ def variant_sweep(args):
       except config_lib.ConfigError as e:
         raise SystemExit(f'update_cost.py: --variant {vname} for {name}: '
                          f'{e}') from None
-      configs.append((vname, cfg))
+      configs.append((vname, overrides, cfg))
     calls, gflops, n = [], [], args.updates
-    for _, cfg in configs:
+    for _, _, cfg in configs:
       recipe = module.make(cfg, SPEC)
       state = jax.jit(lambda k, r=recipe: r.init(k, SPEC))(
           jax.random.PRNGKey(0))
@@ -700,8 +700,7 @@ def variant_sweep(args):
                                       key)[1])
     cpu = []
     times = H.interleaved(calls, args.repeats, cpu=cpu)
-    for i, (vname, _) in enumerate(configs):
-      overrides = dict(args.variant).get(vname, {})
+    for i, (vname, overrides, _) in enumerate(configs):
       rows.append([name, vname,
                    ';'.join(f'{k}={v}' for k, v in overrides.items()) or '-',
                    f'{1e3 * H.median(times[i]) / n:.3f}',
