@@ -35,7 +35,13 @@ is the update count: 8 envs x 4 updates per iteration make 0.5 updates per
 agent step, 62.5k updates in 500k env steps, against the published State
 SAC's one per agent step (125k) with 1024-unit layers (SAC-AE's settings)
 where these are 256. `updates_per_iteration=8` (one per agent step, ~2x
-the CPU) is the `utd1` variant in DMC.md; wider or normalised critics
+the CPU) is the `utd1` variant in DMC.md: 523 (574 / 524 / 473). At
+half the batch (`utd1-b128`: `batch_size=128` as well) an update costs
+0.58x, so the same update count costs ~1.07x the default's CPU: 498
+(514 / 540 / 439), and at 100k it leads the default on CheetahRun,
+FingerSpin, ReacherEasy and BallInCup by 21-55 (3 seeds each, intervals
+overlapping; benchmarks/RESULTS.md). The default waits for the whole
+column at 500k. Wider or normalised critics
 (SimbaV2, BRO: `critic_blocks`, `networks.ResidualMLP`; CrossQ:
 `networks.BatchRenormMLP`, examples/crossq.py) are the other lever, at
 more CPU per update.
