@@ -38,9 +38,9 @@ where these are 256. `updates_per_iteration=8` (one per agent step, ~2x
 the CPU) is the `utd1` variant in DMC.md: 523 (574 / 524 / 473). At
 half the batch (`utd1-b128`: `batch_size=128` as well) an update costs
 0.58x, and a CheetahRun run with twice the default's updates 1.07x
-its CPU: 498 (514 / 540 / 439); at 100k it leads the default on CheetahRun,
-FingerSpin, ReacherEasy and BallInCup by 21-55 (3 seeds each, intervals
-overlapping; benchmarks/RESULTS.md). The default waits for the whole
+its CPU: 498 (514 / 540 / 439); at 100k it leads the default on all six
+tasks by 21-64 (3 seeds each, intervals overlapping;
+benchmarks/RESULTS.md). The default waits for the whole
 column at 500k. Wider or normalised critics
 (SimbaV2, BRO: `critic_blocks`, `networks.ResidualMLP`; CrossQ:
 `networks.BatchRenormMLP`, examples/crossq.py) are the other lever, at
