@@ -661,19 +661,22 @@ def parse_variant(text: str) -> Tuple[str, Dict[str, str]]:
     raise SystemExit(f'update_cost.py: --variant {text!r}: {e}') from None
 
 
-def variant_sweep(args):
-  """Each agent's update at its default Config and at each --variant.
+def variant_configs(args):
+  """[(agent, [(variant, overrides, recipe)])], the default first.
 
-  Every config's update is timed in one interleaved set with the default's,
-  so the ratio (variant time / default time, median of per-repeat ratios)
-  is a same-run figure; GFLOP/upd are the matrix products per update,
-  counted from the jaxpr.
+  Every agent, override and recipe is checked here, before anything is
+  timed, so a bad --variant or --variant-agents is refused at once rather
+  than after the agents before it have run.
   """
   from roxie import agents  # pylint: disable=g-import-not-at-top
   from roxie import config as config_lib  # pylint: disable=g-import-not-at-top
-  rows = []
+  out = []
   for name in args.variant_agents:
-    module = agents.get_agent(name)
+    try:
+      module = agents.get_agent(name)
+    except KeyError as e:
+      raise SystemExit(f'update_cost.py: --variant-agents: {e.args[0]}'
+                       ) from None
     configs = [('default', {}, module.Config())]
     for vname, overrides in args.variant:
       try:
@@ -683,14 +686,28 @@ def variant_sweep(args):
         raise SystemExit(f'update_cost.py: --variant {vname} for {name}: '
                          f'{e}') from None
       configs.append((vname, overrides, cfg))
+    recipes = [(v, o, module.make(cfg, SPEC)) for v, o, cfg in configs]
+    if recipes[0][2].on_policy:
+      raise SystemExit('update_cost.py: --variant times off-policy '
+                       f'recipes; {name} is on-policy.')
+    out.append((name, recipes))
+  return out
+
+
+def variant_sweep(args):
+  """Each agent's update at its default Config and at each --variant.
+
+  Every config's update is timed in one interleaved set with the default's,
+  so the ratio (variant time / default time, median of per-repeat ratios)
+  is a same-run figure; GFLOP/upd are the matrix products per update,
+  counted from the jaxpr.
+  """
+  rows = []
+  for name, configs in variant_configs(args):
     calls, gflops, n = [], [], args.updates
-    for _, _, cfg in configs:
-      recipe = module.make(cfg, SPEC)
+    for _, _, recipe in configs:
       state = jax.jit(lambda k, r=recipe: r.init(k, SPEC))(
           jax.random.PRNGKey(0))
-      if recipe.on_policy:
-        raise SystemExit('update_cost.py: --variant times off-policy '
-                         f'recipes; {name} is on-policy.')
       batches = synthetic_transitions(jax.random.PRNGKey(1), n,
                                       recipe.replay.batch_size)
       key = jax.random.PRNGKey(3)
@@ -820,4 +837,11 @@ def main(argv=None):
 
 
 if __name__ == '__main__':
-  sys.exit(main())
+  try:
+    sys.exit(main())
+  except SystemExit as e:
+    if not isinstance(e.code, str):
+      raise
+    # A refused input (the script's own messages): one line, exit status 2.
+    print(e.code, file=sys.stderr)
+    sys.exit(2)

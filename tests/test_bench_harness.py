@@ -95,3 +95,33 @@ def test_update_cost_variant_parsing():
   for bad in ('critic_blocks=1', 'r:', 'r:critic_blocks'):
     with pytest.raises(SystemExit, match='update_cost.py: --variant'):
       update_cost.parse_variant(bad)
+
+
+def test_update_cost_variant_refused_before_timing():
+  """Unknown agents, bad overrides and on-policy recipes: refused up front."""
+  import argparse  # pylint: disable=g-import-not-at-top
+  import update_cost  # pylint: disable=g-import-not-at-top
+  ok = [update_cost.parse_variant('r:critic_blocks=1;critic_width=64')]
+  cases = [(['nosuch'], ok, '--variant-agents'),
+           (['sac'], [update_cost.parse_variant('r:critic_blocks=-1')],
+            '--variant r for sac'),
+           (['sac', 'ppo'], [update_cost.parse_variant('r:discount=0.98')],
+            'ppo is on-policy')]
+  for agents_, variants, message in cases:
+    args = argparse.Namespace(variant_agents=agents_, variant=variants)
+    with pytest.raises(SystemExit, match=message):
+      update_cost.variant_configs(args)
+  configs = update_cost.variant_configs(
+      argparse.Namespace(variant_agents=['sac'], variant=ok))
+  assert [(a, [v for v, _, _ in c]) for a, c in configs] == [
+      ('sac', ['default', 'r'])]
+
+
+def test_update_cost_bad_variant_exits_2():
+  import subprocess  # pylint: disable=g-import-not-at-top
+  script = os.path.join(BENCH, 'update_cost.py')
+  proc = subprocess.run([sys.executable, script, '--variant', 'r:nosuch=1'],
+                        capture_output=True, text=True, timeout=300)
+  assert proc.returncode == 2, proc.stderr
+  assert 'update_cost.py: --variant' in proc.stderr
+  assert 'Traceback' not in proc.stderr
