@@ -39,9 +39,11 @@ the CPU) is the `utd1` variant in DMC.md: 523 (574 / 524 / 473). At
 half the batch (`utd1-b128`: `batch_size=128` as well) an update costs
 0.58x, and a CheetahRun run with twice the default's updates 1.07x
 its CPU: 498 (514 / 540 / 439); at 100k it leads the default on all six
-tasks by 21-64 (3 seeds each, intervals overlapping;
-benchmarks/RESULTS.md). The default waits for the whole
-column at 500k. Wider or normalised critics
+tasks by 21-64 (3 seeds each, intervals overlapping), but at 500k it is
+level on CartpoleSwingup (863) and BallInCup (968 against 970) and below
+on ReacherEasy (743 against 902: one seed at 282, its evaluations
+swinging 282-838 at a flat Q; benchmarks/RESULTS.md), so the default
+stays. Wider or normalised critics
 (SimbaV2, BRO: `critic_blocks`, `networks.ResidualMLP`; CrossQ:
 `networks.BatchRenormMLP`, examples/crossq.py) are the other lever, at
 more CPU per update.
