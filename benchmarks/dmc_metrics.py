@@ -23,9 +23,14 @@ reward rate, so read the ratio on tasks whose reward comes steadily
 
   python benchmarks/dmc_metrics.py --runs runs/dmc --agents ddpg,d4pg \\
       --tasks FingerSpin --every 100000 --columns noise_std
+  python benchmarks/dmc_metrics.py --runs runs/dmc --at 100000,500000
+
+With `--at`, one markdown row per (folder, agent, task) and step: the seeds'
+mean return, q and v_ret at their evaluations nearest the step, and each
+seed's q/v_ret.
 
 Exit status 2 on bad input (no such directory, no run matching, a column no
-matching run logs); it writes nothing.
+matching run logs, no evaluation near an --at step); it writes nothing.
 """
 
 from __future__ import annotations
@@ -41,6 +46,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import dmc  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+# How far from an --at step an evaluation may land and still count: 5%
+# (evaluations land where a compiled call ends, e.g. at 96k for 100k).
+NEAR = 0.05
 
 
 def find_runs(root: str) -> List[str]:
@@ -67,9 +76,9 @@ def _float(text: Optional[str]) -> float:
     return math.nan
 
 
-def run_table(run_dir: str, every: int, columns: Sequence[str],
+def run_table(run_dir: str, columns: Sequence[str],
               root: Optional[str] = None) -> Dict[str, object]:
-  """The rows printed for one run, named by its path under root."""
+  """Every evaluation of one run, the run named by its path under root."""
   from roxie.envs import tasks  # pylint: disable=g-import-not-at-top
   with open(os.path.join(run_dir, 'config.json')) as f:
     config = json.load(f)
@@ -80,11 +89,8 @@ def run_table(run_dir: str, every: int, columns: Sequence[str],
                        or tasks.get_task(task).episode_length)
   discount = float(config['config']['discount'])
   evals = dmc._metrics(run_dir)  # pylint: disable=protected-access
-  stretch = lambda r: int(r['env_steps']) // every
-  chosen = [r for i, r in enumerate(evals)
-            if i in (0, len(evals) - 1) or stretch(r) != stretch(evals[i - 1])]
   rows = []
-  for r in chosen:
+  for r in evals:
     ret = _float(r['eval_return'])
     q = _float(r.get('q'))
     v = value_of_return(ret, action_repeat, episode_length, discount)
@@ -99,6 +105,51 @@ def run_table(run_dir: str, every: int, columns: Sequence[str],
           'logged': set(evals[0]) if evals else set(), 'rows': rows}
 
 
+def every(rows: Sequence[dict], stride: int) -> List[dict]:
+  """The first row in each stretch of `stride` env steps, and the last."""
+  stretch = lambda r: r['env_steps'] // stride
+  return [r for i, r in enumerate(rows)
+          if i in (0, len(rows) - 1) or stretch(r) != stretch(rows[i - 1])]
+
+
+def nearest(rows: Sequence[dict], step: int,
+            tolerance: float = NEAR) -> Optional[dict]:
+  """The row nearest `step` env steps, if within `tolerance` of it."""
+  if not rows:
+    return None
+  best = min(rows, key=lambda r: abs(r['env_steps'] - step))
+  return best if abs(best['env_steps'] - step) <= tolerance * step else None
+
+
+def summary(tables: Sequence[Dict[str, object]], steps: Sequence[int]
+            ) -> List[Dict[str, object]]:
+  """Seeds of one (folder, agent, task) together, at each of `steps`.
+
+  Runs are grouped by the folder that holds them (dmc.py keeps a variant's
+  runs in a folder of its own) with their agent and task; a run counts at a
+  step when its evaluation nearest the step is within NEAR of it.
+  """
+  groups: Dict[tuple, list] = {}
+  for t in tables:
+    key = (os.path.dirname(t['run']) or '.', t['agent'], t['task'])
+    groups.setdefault(key, []).append(t)
+  out = []
+  for (folder, agent, task), members in sorted(groups.items()):
+    for step in steps:
+      picked = [(t['run'], nearest(t['rows'], step)) for t in members]
+      picked = [(run, r) for run, r in picked if r is not None]
+      if not picked:
+        continue
+      mean = lambda k: sum(r[k] for _, r in picked) / len(picked)
+      out.append({'folder': folder, 'agent': agent, 'task': task,
+                  'env_steps': step, 'seeds': len(picked),
+                  'return': mean('return'), 'q': mean('q'),
+                  'v_ret': mean('v_ret'),
+                  'q/v_ret per run': '/'.join(
+                      _text(r['q/v_ret']) for _, r in picked)})
+  return out
+
+
 def _text(value: object) -> str:
   if isinstance(value, float):
     if math.isnan(value):
@@ -107,13 +158,25 @@ def _text(value: object) -> str:
   return str(value)
 
 
-def format_table(table: Dict[str, object], columns: Sequence[str]) -> str:
+def format_table(table: Dict[str, object], columns: Sequence[str],
+                 stride: int) -> str:
   head = ['env_steps', 'return', 'q', 'v_ret', 'q/v_ret', *columns]
   lines = [f"{table['run']} ({table['agent']} {table['task']}, action repeat "
            f"{table['action_repeat']}, discount {table['discount']})",
            '  ' + '  '.join(f'{h:>9}' for h in head)]
-  for row in table['rows']:
+  for row in every(table['rows'], stride):
     lines.append('  ' + '  '.join(f'{_text(row[h]):>9}' for h in head))
+  return '\n'.join(lines)
+
+
+def format_summary(rows: Sequence[Dict[str, object]]) -> str:
+  head = ['folder', 'agent', 'task', 'env_steps', 'seeds', 'return', 'q',
+          'v_ret', 'q/v_ret per run']
+  lines = ['| ' + ' | '.join(head) + ' |',
+           '|' + '|'.join('---' if i < 3 else '---:' for i in range(len(head)))
+           + '|']
+  for row in rows:
+    lines.append('| ' + ' | '.join(_text(row[h]) for h in head) + ' |')
   return '\n'.join(lines)
 
 
@@ -128,6 +191,10 @@ def parse_args(argv=None):
   p.add_argument('--every', type=int, default=100000,
                  help='print the first evaluation in each stretch of this '
                       'many env steps, and the last (default 100000)')
+  p.add_argument('--at', default='',
+                 help='comma list of env steps: instead of one table a run, '
+                      'one markdown row per (folder, agent, task) and step, '
+                      'its seeds together (e.g. 100000,500000)')
   p.add_argument('--columns', default='',
                  help='more logged metrics to print, comma list (e.g. '
                       'noise_std, entropy, alpha, temperature)')
@@ -142,6 +209,13 @@ def main(argv=None) -> int:
   try:
     if args.every < 1:
       raise dmc.UsageError(f'--every must be >= 1, got {args.every}')
+    steps = (dmc._parse_list(args.at, int, 'at')  # pylint: disable=protected-access
+             if args.at else [])
+    if any(step < 1 for step in steps):
+      raise dmc.UsageError(f'--at takes env steps >= 1, got {args.at}')
+    if steps and columns:
+      raise dmc.UsageError('--columns prints with the per-run tables; '
+                           'drop it or --at')
     if not os.path.isdir(args.runs):
       raise dmc.UsageError(f'--runs {args.runs} is not a directory')
     tables = []
@@ -152,7 +226,7 @@ def main(argv=None) -> int:
         continue
       if task_names and config.get('task') not in task_names:
         continue
-      tables.append(run_table(run_dir, args.every, columns, args.runs))
+      tables.append(run_table(run_dir, columns, args.runs))
     tables = [t for t in tables if t['rows']]
     if not tables:
       raise dmc.UsageError(
@@ -166,7 +240,15 @@ def main(argv=None) -> int:
   except dmc.UsageError as e:
     print(f'dmc_metrics.py: error: {e}', file=sys.stderr)
     return 2
-  print('\n\n'.join(format_table(t, columns) for t in tables))
+  if steps:
+    rows = summary(tables, steps)
+    if not rows:
+      print(f'dmc_metrics.py: error: no matching run has an evaluation within '
+            f'{NEAR:.0%} of --at {args.at}', file=sys.stderr)
+      return 2
+    print(format_summary(rows))
+  else:
+    print('\n\n'.join(format_table(t, columns, args.every) for t in tables))
   return 0
 
 

@@ -38,10 +38,11 @@ def test_rows_each_stretch_first_and_last(tmp_path):
   rows = [f'{s},1.0,{s / 400},1.0,{s / 5000},0.1\n'
           for s in (20000, 40000, 100000, 120000, 200000, 230000)]
   run = _run(tmp_path, 'ddpg-FingerSpin-seed0', rows=rows)
-  table = dmc_metrics.run_table(str(run), 100000, ['noise_std'])
-  assert [r['env_steps'] for r in table['rows']] == [20000, 100000, 200000,
-                                                     230000]
-  last = table['rows'][-1]
+  table = dmc_metrics.run_table(str(run), ['noise_std'])
+  assert len(table['rows']) == 6
+  picked = dmc_metrics.every(table['rows'], 100000)
+  assert [r['env_steps'] for r in picked] == [20000, 100000, 200000, 230000]
+  last = picked[-1]
   # return 575 -> v_ret 115; q 46 -> ratio 0.4.
   assert last['return'] == pytest.approx(575)
   assert last['v_ret'] == pytest.approx(115)
@@ -54,7 +55,7 @@ def test_episode_length_from_the_run_and_a_partial_last_line(tmp_path):
   run = _run(tmp_path, 'r', task='CartpoleBalance',
              options={'action_repeat': 1, 'episode_length': 100},
              rows=['1000,1.0,50,0.0,25,0.2\n', '2000,1.0,6'])
-  table = dmc_metrics.run_table(str(run), 1000, [])
+  table = dmc_metrics.run_table(str(run), [])
   assert len(table['rows']) == 1
   assert table['rows'][0]['v_ret'] == pytest.approx(50)
   assert table['rows'][0]['q/v_ret'] == pytest.approx(0.5)
@@ -73,11 +74,37 @@ def test_main_filters_and_prints(tmp_path, capsys):
                                          '0.90']
 
 
+def test_summary_groups_seeds_by_folder_at_the_nearest_evaluation(
+    tmp_path, capsys):
+  # An evaluation counts for 100k within 5% of it: 96k and 104k do, 108k
+  # does not.
+  runs = tmp_path / 'runs'
+  _run(runs, 'ddpg-FingerSpin-seed0',
+       rows=['96000,1,500,1,50,0.1\n', '112000,1,600,1,60,0.1\n'])
+  _run(runs, 'ddpg-FingerSpin-seed1', rows=['108000,1,400,1,80,0.1\n'])
+  _run(runs, 'ddpg-FingerSpin-seed2', rows=['104000,1,250,1,40,0.1\n'])
+  _run(runs / 'wide', 'ddpg-FingerSpin-seed0',
+       rows=['100000,1,500,1,100,0.1\n'])
+  assert dmc_metrics.main(['--runs', str(runs), '--at', '100000']) == 0
+  lines = capsys.readouterr().out.splitlines()
+  cells = [[c.strip() for c in line.strip('|').split('|')] for line in lines]
+  # Seeds 0 (96k: q/v_ret 50/100) and 2 (104k: 40/50), not seed 1 (108k).
+  # Means: return (500 + 250) / 2, q 45, v_ret 75.
+  assert cells[2] == ['.', 'ddpg', 'FingerSpin', '100000', '2', '375.0',
+                      '45.0', '75.0', '0.50/0.80']
+  assert cells[3] == ['wide', 'ddpg', 'FingerSpin', '100000', '1', '500.0',
+                      '100.0', '100.0', '1.00']
+  assert len(cells) == 4
+
+
 @pytest.mark.parametrize('argv, message', [
     (['--runs', 'missing'], 'is not a directory'),
     (['--agents', 'mpo'], 'no run under'),
     (['--columns', 'entropy'], '--columns entropy'),
     (['--every', '0'], '--every must be >= 1'),
+    (['--at', '1e5'], '--at: cannot read'),
+    (['--at', '100000', '--columns', 'noise_std'], 'drop it or --at'),
+    (['--at', '500000'], 'no matching run has an evaluation within 5%'),
 ])
 def test_bad_input_exits_2(tmp_path, capsys, argv, message):
   _run(tmp_path / 'runs', 'ddpg-FingerSpin-seed0',
