@@ -36,7 +36,7 @@ import collections
 import math
 import os
 import sys
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -68,6 +68,7 @@ REFERENCE: Dict[int, Dict[str, float]] = {
 TARGET_FRACTION: Dict[str, float] = {'ddpg': 0.9, 'mpo': 0.9}
 LONG_BUDGET_FRACTION: Dict[str, float] = {'ppo': 0.75}
 REPORTED_ONLY = frozenset({'ppo'})  # At the standard budgets: no target.
+LONG_BUDGET_MAX = 20_000_000  # PPO's budget: up to 20M env steps.
 CONFIDENCE = 0.95
 FEW_SEEDS = 5  # Below this a bootstrap interval over seeds is rough.
 STEPS_TOLERANCE = 0.03  # Show a row's env steps when this far off its budget.
@@ -276,6 +277,76 @@ def _aggregate(rows: Sequence[Row], budget: int, resamples: int, seed: int
   return raw, norm, len(by_task), len(normed)
 
 
+def _budget_text(n: int) -> str:
+  return f'{n / 1e6:g}M' if n >= 1_000_000 else _steps(n)
+
+
+def _standing_cell(s: Optional[dict], goal: Optional[float]) -> str:
+  """One task's cell of the standing table: the IQM and its verdict."""
+  if s is None:
+    return 'no rows'
+  if goal is None:
+    return f'{s["iqm"]:.0f} reported'
+  verdict = _meets(s, goal)
+  if verdict == 'yes':
+    return f'{s["iqm"]:.0f} met'
+  gap = f'{s["iqm"]:.0f} ({s["iqm"] - goal:+.0f}'
+  return gap + (', CI reaches)' if verdict == 'within CI' else ')')
+
+
+def standing_lines(agents: Sequence[str], cells: Dict[tuple, list],
+                   cell_stats: Callable[[tuple], dict],
+                   budgets: Sequence[int]) -> List[str]:
+  """The defaults' grid: recipe x budget rows, the six tasks as columns.
+
+  At each standard budget a cell reads its IQM and "met", or its gap to the
+  target (", CI reaches" when the interval does), "reported" where there
+  is no target, "no rows" where the cell is owed. A recipe held to a longer
+  budget (PPO) gets one more row: per task the smallest budget past 500k
+  whose cell meets its target, else the largest it ran, named in brackets.
+  """
+  tasks = dmc.STANDARD_TASKS
+  lines = ['| recipe | env steps | ' + ' | '.join(tasks) + ' | met |',
+           '|---|---|' + '---|' * len(tasks) + '---:|']
+
+  def stats_of(agent, task, budget):
+    cell = ((agent, 'default'), task, budget)
+    return cell_stats(cell) if cell in cells else None
+
+  for agent in agents:
+    for budget in dmc.BUDGETS:
+      if agent in REPORTED_ONLY and not any(
+          stats_of(agent, t, budget) for t in tasks):
+        continue  # Only reported, and not run: nothing is owed.
+      texts, met, held = [], 0, 0
+      for task in tasks:
+        s, goal = stats_of(agent, task, budget), target(agent, budget, task)
+        texts.append(_standing_cell(s, goal))
+        held += goal is not None
+        met += s is not None and goal is not None and _meets(s, goal) == 'yes'
+      count = f'{met}/{held}' if held else '-'
+      lines.append(f'| {agent} | {_steps(budget)} | ' + ' | '.join(texts)
+                   + f' | {count} |')
+    if agent not in LONG_BUDGET_FRACTION:
+      continue
+    longer = [b for b in budgets if b > max(dmc.BUDGETS)]
+    texts, met = [], 0
+    for task in tasks:
+      ran = [b for b in longer if stats_of(agent, task, b) is not None]
+      hit = [b for b in ran if _meets(stats_of(agent, task, b),
+                                      target(agent, b, task)) == 'yes']
+      if not ran:
+        texts.append('no rows')
+        continue
+      b = hit[0] if hit else ran[-1]
+      met += bool(hit)
+      texts.append(_standing_cell(stats_of(agent, task, b),
+                                  target(agent, b, task)) + f' ({_budget_text(b)})')
+    lines.append(f'| {agent} | up to {_budget_text(LONG_BUDGET_MAX)} | '
+                 + ' | '.join(texts) + f' | {met}/{len(tasks)} |')
+  return lines
+
+
 def write_markdown(rows: Sequence[Row], points: dict, bad: int, path: str,
                    args, plots: Sequence[str]) -> None:
   """Writes DMC.md (atomically: a reader never sees half a file)."""
@@ -369,6 +440,18 @@ def write_markdown(rows: Sequence[Row], points: dict, bad: int, path: str,
     'dmc_curves.csv this report uses that one and says so.\n')
   if not rows:
     w('No results yet.\n')
+  else:
+    agents = sorted({k[0] for k in keys}, key=lambda a: _order((a, 'default')))
+    w('\n## Where each default stands\n')
+    w('Each recipe\'s default on the six tasks (issue 13\'s Done-when): the '
+      'IQM over seeds, then "met" or the gap to the target (", CI reaches" '
+      'when the interval reaches it); "no rows" where the cell is owed, '
+      '"reported" where there is no target. PPO\'s last row is its own '
+      f'budget, up to {_budget_text(LONG_BUDGET_MAX)} env steps: per task the '
+      'smallest budget that meets the target, else the largest run. The '
+      'tables below give the seeds, intervals and CPU minutes.\n')
+    for line in standing_lines(agents, cells, cell_stats, budgets):
+      w(line)
   for budget in budgets:
     w(f'\n## {_steps(budget)} env steps\n')
     w('| task | agent | seeds | mean | IQM [95% CI] | ref | target | meets '

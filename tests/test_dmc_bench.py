@@ -421,3 +421,48 @@ def test_each_recipe_is_held_to_its_own_target(tmp_path):
   assert dmc_report.target_fraction('ppo', 100_000) is None
   assert dmc_report.target_fraction('ppo', 20_000_000) == 0.75
   assert dmc_report.target('sac', 200_000, 'ReacherEasy') is None
+
+
+def test_standing_grid_gives_each_default_cell_its_verdict(tmp_path):
+  # Issue 13's Done-when: which cells meet, which do not and by how much.
+  rows = [_row('ReacherEasy', s, 500_000, r, agent='ddpg')
+          for s, r in enumerate((880.0, 900.0, 890.0))]      # 890 >= 830.7
+  rows += [_row('CheetahRun', s, 500_000, r, agent='sac')     # 500 vs 795
+           for s, r in enumerate((450.0, 500.0, 550.0))]
+  rows += [_row('BallInCup', s, 500_000, r, agent='sac')      # CI reaches 974
+           for s, r in enumerate((960.0, 965.0, 980.0))]
+  rows += [_row('FingerSpin', 0, 100_000, 300.0, agent='ppo'),
+           _row('FingerSpin', 0, 1_000_000, 600.0, agent='ppo'),  # < 692.25
+           _row('FingerSpin', 0, 5_000_000, 700.0, agent='ppo'),  # meets
+           _row('FingerSpin', 0, 20_000_000, 720.0, agent='ppo'),
+           _row('CheetahRun', 0, 1_000_000, 500.0, agent='ppo')]  # < 596.25
+  rows += [_row('FingerSpin', s, 500_000, 999.0, agent='sac',
+                variant='wide') for s in range(3)]  # Not a default: unseen.
+  _write(tmp_path / 'dmc.csv', dmc.COLUMNS, rows)
+  assert dmc_report.main(['--results', str(tmp_path / 'dmc.csv'), '--curves',
+                          str(tmp_path / 'none.csv'), '--no-plots']) == 0
+  md = (tmp_path / 'DMC.md').read_text()
+  grid = md.split('## Where each default stands\n', 1)[1].split('\n## ', 1)[0]
+  lines = {tuple(c.strip() for c in l.strip('|').split('|')[:2]):
+           [c.strip() for c in l.strip('|').split('|')[2:]]
+           for l in grid.splitlines() if l.startswith('| ') and
+           not l.startswith('| recipe')}
+  # Columns: the six tasks in STANDARD_TASKS order, then the count met.
+  assert dmc.STANDARD_TASKS == ('CartpoleSwingup', 'ReacherEasy', 'FingerSpin',
+                                'CheetahRun', 'WalkerWalk', 'BallInCup')
+  assert lines[('ddpg', '500k')] == ['no rows', '890 met', 'no rows',
+                                     'no rows', 'no rows', 'no rows', '1/6']
+  # SAC: 500 is 295 short of 795; BallInCup's mean 968.3 is 5.7 short (IQM
+  # of 3 = mean), the interval [960, 980] reaches 974.
+  assert lines[('sac', '500k')] == ['no rows', 'no rows', 'no rows',
+                                    '500 (-295)', 'no rows',
+                                    '968 (-6, CI reaches)', '0/6']
+  assert lines[('sac', '100k')][-1] == '0/6'
+  # PPO: reported at 100k, no 500k row (nothing owed there), and at its
+  # own budget the smallest that meets (5M), else the largest run (1M).
+  assert lines[('ppo', '100k')] == ['no rows', 'no rows', '300 reported',
+                                    'no rows', 'no rows', 'no rows', '-']
+  assert ('ppo', '500k') not in lines
+  assert lines[('ppo', 'up to 20M')] == ['no rows', 'no rows', '700 met (5M)',
+                                         '500 (-96) (1M)', 'no rows',
+                                         'no rows', '1/6']
