@@ -46,7 +46,14 @@ swinging 282-838 at a flat Q; benchmarks/RESULTS.md), so the default
 stays. Wider or normalised critics
 (SimbaV2, BRO: `critic_blocks`, `networks.ResidualMLP`; CrossQ:
 `networks.BatchRenormMLP`, examples/crossq.py) are the other lever, at
-more CPU per update.
+more CPU per update. DrQ's learning rate, 1e-3 for actor and critic where
+these are 3e-4 (variant `lr1e-3`), is the lead now: at 100k FingerSpin 582
+against 416 and CheetahRun 304 against 226, and at 500k on CheetahRun 570
+(550 / 593 / 568) against 470, at the same cost per update. Its critic
+lags no less (Q 0.70-0.74 of the discounted value of its return at 500k,
+`benchmarks/dmc_metrics.py`): the policy moves faster. It stays a variant
+until the other tasks are measured at 500k (`utd1-b128` also led at 100k
+and lost ReacherEasy at 500k).
 
 Why the critic lags at 100k (benchmarks/RESULTS.md, "SAC's critic at 100k
 env steps"): with Polyak targets the bootstrapped value closes about
