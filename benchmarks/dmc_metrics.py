@@ -1,4 +1,4 @@
-"""What a run's own metrics say about its critic: Q beside the value of its return.
+"""A run's own metrics on its critic: logged Q beside the value of its return.
 
 When a DMC cell falls short, the first question is whether the critic or the
 policy holds it back. This prints, for each run directory under `--runs`

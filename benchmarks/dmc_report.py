@@ -329,7 +329,7 @@ def standing_lines(agents: Sequence[str], cells: Dict[tuple, list],
                    + f' | {count} |')
     if agent not in LONG_BUDGET_FRACTION:
       continue
-    longer = [b for b in budgets if b > max(dmc.BUDGETS)]
+    longer = [b for b in budgets if max(dmc.BUDGETS) < b <= LONG_BUDGET_MAX]
     texts, met = [], 0
     for task in tasks:
       ran = [b for b in longer if stats_of(agent, task, b) is not None]
@@ -340,8 +340,8 @@ def standing_lines(agents: Sequence[str], cells: Dict[tuple, list],
         continue
       b = hit[0] if hit else ran[-1]
       met += bool(hit)
-      texts.append(_standing_cell(stats_of(agent, task, b),
-                                  target(agent, b, task)) + f' ({_budget_text(b)})')
+      cell = _standing_cell(stats_of(agent, task, b), target(agent, b, task))
+      texts.append(f'{cell} ({_budget_text(b)})')
     lines.append(f'| {agent} | up to {_budget_text(LONG_BUDGET_MAX)} | '
                  + ' | '.join(texts) + f' | {met}/{len(tasks)} |')
   return lines
