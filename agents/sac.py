@@ -47,9 +47,11 @@ stays. Wider or normalised critics
 (SimbaV2, BRO: `critic_blocks`, `networks.ResidualMLP`; CrossQ:
 `networks.BatchRenormMLP`, examples/crossq.py) are the other lever, at
 more CPU per update. DrQ's learning rate, 1e-3 for actor and critic where
-these are 3e-4 (variant `lr1e-3`), is the lead now: at 100k FingerSpin 582
-against 416 and CheetahRun 304 against 226, and at 500k on CheetahRun 570
-(550 / 593 / 568) against 470, at the same cost per update. Its critic
+these are 3e-4 (variant `lr1e-3`), is the lead now: at 100k it leads on
+the five tasks measured (FingerSpin 582 against 416, CheetahRun 304
+against 226, ReacherEasy 691 against 589, BallInCup 968 against 938,
+CartpoleSwingup 824 against 790), and at 500k on CheetahRun 570 (550 /
+593 / 568) against 470, at the same cost per update. Its critic
 lags no less (Q 0.70-0.74 of the discounted value of its return at 500k,
 `benchmarks/dmc_metrics.py`): the policy moves faster. It stays a variant
 until the other tasks are measured at 500k (`utd1-b128` also led at 100k
