@@ -46,6 +46,7 @@ import argparse
 import csv
 import io
 import json
+import math
 import os
 import platform
 import subprocess
@@ -127,6 +128,14 @@ def read_rows(path: str, columns: Sequence[str]) -> List[Dict[str, str]]:
           f'{path} has columns {reader.fieldnames}, not this version\'s '
           f'{list(columns)}; move it aside or pass --results another file.')
     return [r for r in reader if None not in r and '' not in (r['agent'],)]
+
+
+def float_or_nan(text: Optional[str]) -> float:
+  """A CSV cell as a float: NaN where it is missing, empty or not a number."""
+  try:
+    return float(text)
+  except (TypeError, ValueError):
+    return math.nan
 
 
 def append_row(path: str, columns: Sequence[str], row: Dict[str, object]) -> None:

@@ -120,8 +120,8 @@ class Row:
     self.seed, self.budget = int(r['seed']), int(r['budget'])
     self.env_steps = int(float(r['env_steps']))
     self.eval_return = float(r['eval_return'])
-    self.cpu_s = _float(r['cpu_s'])
-    self.wall_s = _float(r['wall_s'])
+    self.cpu_s = dmc.float_or_nan(r['cpu_s'])
+    self.wall_s = dmc.float_or_nan(r['wall_s'])
     self.version, self.commit = r['version'], r['commit']
     self.machine, self.overrides = r['machine'], r['overrides']
     self.row_env_steps = None  # Set when the curves gave a nearer evaluation.
@@ -129,13 +129,6 @@ class Row:
   @property
   def key(self) -> Key:
     return self.agent, self.variant
-
-
-def _float(x: str) -> float:
-  try:
-    return float(x)
-  except (TypeError, ValueError):
-    return math.nan
 
 
 def _order(key: Key):
@@ -169,7 +162,7 @@ def curve_points(raw_curves: Sequence[Dict[str, str]]):
       continue
     if math.isfinite(value):
       points[key] = value
-      cpu[key] = _float(r['cpu_s'])
+      cpu[key] = dmc.float_or_nan(r['cpu_s'])
   return points, cpu, bad
 
 
@@ -296,12 +289,15 @@ def _standing_cell(s: Optional[dict], goal: Optional[float]) -> str:
 
 def standing_lines(agents: Sequence[str], cells: Dict[tuple, list],
                    cell_stats: Callable[[tuple], dict],
+                   owed: Callable[..., bool],
                    budgets: Sequence[int]) -> List[str]:
   """The defaults' grid: recipe x budget rows, the six tasks as columns.
 
   At each standard budget a cell reads its IQM and "met", or its gap to the
   target (", CI reaches" when the interval does), "reported" where there
-  is no target, "no rows" where the cell is owed. A recipe held to a longer
+  is no target, "no rows" where the cell has none (a budget's row is left
+  out when it has no cell and `owed(key, budget)` says none is owed: PPO's
+  500k, which its longer budget stands for). A recipe held to a longer
   budget (PPO) gets one more row: per task the smallest budget past 500k
   whose cell meets its target, else the largest it ran, named in brackets.
   """
@@ -315,9 +311,9 @@ def standing_lines(agents: Sequence[str], cells: Dict[tuple, list],
 
   for agent in agents:
     for budget in dmc.BUDGETS:
-      if agent in REPORTED_ONLY and not any(
+      if not owed((agent, 'default'), budget) and not any(
           stats_of(agent, t, budget) for t in tasks):
-        continue  # Only reported, and not run: nothing is owed.
+        continue
       texts, met, held = [], 0, 0
       for task in tasks:
         s, goal = stats_of(agent, task, budget), target(agent, budget, task)
@@ -450,7 +446,7 @@ def write_markdown(rows: Sequence[Row], points: dict, bad: int, path: str,
       f'budget, up to {_budget_text(LONG_BUDGET_MAX)} env steps: per task the '
       'smallest budget that meets the target, else the largest run. The '
       'tables below give the seeds, intervals and CPU minutes.\n')
-    for line in standing_lines(agents, cells, cell_stats, budgets):
+    for line in standing_lines(agents, cells, cell_stats, owed, budgets):
       w(line)
   for budget in budgets:
     w(f'\n## {_steps(budget)} env steps\n')

@@ -354,13 +354,6 @@ def train(args: argparse.Namespace) -> int:
 # ------------------------------------------------------------------- report
 
 
-def _float(x: str) -> float:
-  try:
-    return float(x)
-  except (TypeError, ValueError):
-    return float('nan')
-
-
 def cell_scores(rows: Sequence[Dict[str, str]],
                 curves: Sequence[Dict[str, str]]) -> List[Dict[str, Any]]:
   """One record per results row: its score and speed.
@@ -369,26 +362,27 @@ def cell_scores(rows: Sequence[Dict[str, str]],
   env steps (fewer where the run has fewer; `evals` says how many), or the
   row's own evaluation where the curves CSV has none of the run.
   """
+  num = dmc.float_or_nan
   by_run: Dict[tuple, List[Tuple[float, float]]] = {}
   for c in curves:
     key = (c['agent'], c['task'], c['seed'], c['variant'])
-    by_run.setdefault(key, []).append((_float(c['env_steps']),
-                                       _float(c['eval_return'])))
+    by_run.setdefault(key, []).append((num(c['env_steps']),
+                                       num(c['eval_return'])))
   out = []
   for r in rows:
-    steps = _float(r['env_steps'])
+    steps = num(r['env_steps'])
     points = sorted(p for p in by_run.get(
         (r['agent'], r['task'], r['seed'], r['variant']), ())
                     if p[0] <= steps)
     last = [ret for _, ret in points[-LAST_EVALS:]]
-    score = sum(last) / len(last) if last else _float(r['eval_return'])
-    wall = _float(r['wall_s'])
+    score = sum(last) / len(last) if last else num(r['eval_return'])
+    wall = num(r['wall_s'])
     label, backend = split_variant(r['variant'])
     out.append(dict(agent=r['agent'], task=r['task'], seed=int(r['seed']),
                     label=label, backend=backend, budget=int(r['budget']),
                     env_steps=steps, score=score, evals=len(last),
                     sps=steps / wall if wall > 0 else float('nan'),
-                    hours=wall / 3600, cpu_hours=_float(r['cpu_s']) / 3600,
+                    hours=wall / 3600, cpu_hours=num(r['cpu_s']) / 3600,
                     commit=r['commit'], machine=r['machine']))
   return out
 
