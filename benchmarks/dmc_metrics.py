@@ -26,8 +26,8 @@ reward rate, so read the ratio on tasks whose reward comes steadily
   python benchmarks/dmc_metrics.py --runs runs/dmc --at 100000,500000
 
 With `--at`, one markdown row per (folder, agent, task) and step: the seeds'
-mean return, q and v_ret at their evaluations nearest the step, and each
-seed's q/v_ret.
+mean return, q and v_ret at the evaluations dmc.py takes for that budget
+(the nearest, once the run is past it; within 5%), and each seed's q/v_ret.
 
 Exit status 2 on bad input (no such directory, no run matching, a column no
 matching run logs, no evaluation near an --at step); it writes nothing.
@@ -69,19 +69,26 @@ def value_of_return(eval_return: float, action_repeat: int,
   return per_agent_step / (1.0 - discount)
 
 
-def _float(text: Optional[str]) -> float:
+def read_config(run_dir: str) -> dict:
+  """A run's config.json; a UsageError naming it when it is not readable."""
+  path = os.path.join(run_dir, 'config.json')
   try:
-    return float(text)
-  except (TypeError, ValueError):
-    return math.nan
+    with open(path) as f:
+      config = json.load(f)
+    float(config['config']['discount'])
+    str(config['agent']), str(config['task'])
+  except (OSError, ValueError, KeyError, TypeError) as e:
+    raise dmc.UsageError(
+        f'{path} is not a readable roxie run config ({e!r}); move that '
+        'folder aside or pass --runs a folder without it') from None
+  return config
 
 
-def run_table(run_dir: str, columns: Sequence[str],
+def run_table(run_dir: str, config: dict, columns: Sequence[str],
               root: Optional[str] = None) -> Dict[str, object]:
-  """Every evaluation of one run, the run named by its path under root."""
+  """Every evaluation of one run (its `read_config`), named by its path
+  under root."""
   from roxie.envs import tasks  # pylint: disable=g-import-not-at-top
-  with open(os.path.join(run_dir, 'config.json')) as f:
-    config = json.load(f)
   task = config['task']
   options = config.get('env_options') or {}
   action_repeat = int(options.get('action_repeat', 1))
@@ -91,13 +98,13 @@ def run_table(run_dir: str, columns: Sequence[str],
   evals = dmc._metrics(run_dir)  # pylint: disable=protected-access
   rows = []
   for r in evals:
-    ret = _float(r['eval_return'])
-    q = _float(r.get('q'))
+    ret = dmc.float_or_nan(r['eval_return'])
+    q = dmc.float_or_nan(r.get('q'))
     v = value_of_return(ret, action_repeat, episode_length, discount)
     row = {'env_steps': int(r['env_steps']), 'return': ret, 'q': q,
            'v_ret': v, 'q/v_ret': q / v if v > 0 else math.nan}
     for name in columns:
-      row[name] = _float(r.get(name))
+      row[name] = dmc.float_or_nan(r.get(name))
     rows.append(row)
   name = os.path.relpath(run_dir, root) if root else os.path.basename(run_dir)
   return {'run': name, 'agent': config['agent'],
@@ -114,11 +121,15 @@ def every(rows: Sequence[dict], stride: int) -> List[dict]:
 
 def nearest(rows: Sequence[dict], step: int,
             tolerance: float = NEAR) -> Optional[dict]:
-  """The row nearest `step` env steps, if within `tolerance` of it."""
-  if not rows:
+  """The row dmc.py would take for a `step` budget, if within `tolerance`.
+
+  dmc.py's own rule (`dmc.budget_evaluation`), so the readings at 100k and
+  500k are those of the evaluations that gave dmc.csv's rows.
+  """
+  best = dmc.budget_evaluation(rows, step)
+  if best is None or abs(best['env_steps'] - step) > tolerance * step:
     return None
-  best = min(rows, key=lambda r: abs(r['env_steps'] - step))
-  return best if abs(best['env_steps'] - step) <= tolerance * step else None
+  return best
 
 
 def summary(tables: Sequence[Dict[str, object]], steps: Sequence[int]
@@ -127,7 +138,7 @@ def summary(tables: Sequence[Dict[str, object]], steps: Sequence[int]
 
   Runs are grouped by the folder that holds them (dmc.py keeps a variant's
   runs in a folder of its own) with their agent and task; a run counts at a
-  step when its evaluation nearest the step is within NEAR of it.
+  step when it has the evaluation dmc.py would take there (`nearest`).
   """
   groups: Dict[tuple, list] = {}
   for t in tables:
@@ -220,13 +231,12 @@ def main(argv=None) -> int:
       raise dmc.UsageError(f'--runs {args.runs} is not a directory')
     tables = []
     for run_dir in find_runs(args.runs):
-      with open(os.path.join(run_dir, 'config.json')) as f:
-        config = json.load(f)
+      config = read_config(run_dir)
       if agents and config.get('agent') not in agents:
         continue
       if task_names and config.get('task') not in task_names:
         continue
-      tables.append(run_table(run_dir, columns, args.runs))
+      tables.append(run_table(run_dir, config, columns, args.runs))
     tables = [t for t in tables if t['rows']]
     if not tables:
       raise dmc.UsageError(

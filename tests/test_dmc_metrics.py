@@ -38,7 +38,8 @@ def test_rows_each_stretch_first_and_last(tmp_path):
   rows = [f'{s},1.0,{s / 400},1.0,{s / 5000},0.1\n'
           for s in (20000, 40000, 100000, 120000, 200000, 230000)]
   run = _run(tmp_path, 'ddpg-FingerSpin-seed0', rows=rows)
-  table = dmc_metrics.run_table(str(run), ['noise_std'])
+  table = dmc_metrics.run_table(str(run), dmc_metrics.read_config(str(run)),
+                                ['noise_std'])
   assert len(table['rows']) == 6
   picked = dmc_metrics.every(table['rows'], 100000)
   assert [r['env_steps'] for r in picked] == [20000, 100000, 200000, 230000]
@@ -55,7 +56,8 @@ def test_episode_length_from_the_run_and_a_partial_last_line(tmp_path):
   run = _run(tmp_path, 'r', task='CartpoleBalance',
              options={'action_repeat': 1, 'episode_length': 100},
              rows=['1000,1.0,50,0.0,25,0.2\n', '2000,1.0,6'])
-  table = dmc_metrics.run_table(str(run), [])
+  table = dmc_metrics.run_table(str(run), dmc_metrics.read_config(str(run)),
+                                [])
   assert len(table['rows']) == 1
   assert table['rows'][0]['v_ret'] == pytest.approx(50)
   assert table['rows'][0]['q/v_ret'] == pytest.approx(0.5)
@@ -116,3 +118,29 @@ def test_bad_input_exits_2(tmp_path, capsys, argv, message):
   assert dmc_metrics.main(argv) == 2
   captured = capsys.readouterr()
   assert message in captured.err and captured.out == ''
+
+
+@pytest.mark.parametrize('text', ['{"agent": "ddpg"', '{"agent": "ddpg"}', '[]'])
+def test_unreadable_config_exits_2_naming_it(tmp_path, capsys, text):
+  # A truncated or foreign config.json: a clear error, not a traceback.
+  run = _run(tmp_path / 'runs', 'ddpg-FingerSpin-seed0',
+             rows=['100000,1.0,500,1.0,90,0.1\n'])
+  (run / 'config.json').write_text(text)
+  assert dmc_metrics.main(['--runs', str(tmp_path / 'runs')]) == 2
+  captured = capsys.readouterr()
+  assert str(run / 'config.json') in captured.err
+  assert 'not a readable roxie run config' in captured.err
+  assert captured.out == ''
+
+
+def test_a_run_short_of_the_step_does_not_count(tmp_path, capsys):
+  # dmc.py's rule: no row for a budget until an evaluation at or past it;
+  # a run stopped at 96k has no 100k reading, one at 104k has (5% off).
+  runs = tmp_path / 'runs'
+  _run(runs, 'ddpg-FingerSpin-seed0', rows=['96000,1,500,1,50,0.1\n'])
+  _run(runs, 'ddpg-FingerSpin-seed1', rows=['104000,1,250,1,40,0.1\n'])
+  assert dmc_metrics.main(['--runs', str(runs), '--at', '100000']) == 0
+  last = capsys.readouterr().out.splitlines()[-1]
+  assert [c.strip() for c in last.strip('|').split('|')] == [
+      '.', 'ddpg', 'FingerSpin', '100000', '1', '250.0', '40.0', '50.0',
+      '0.80']
