@@ -771,6 +771,14 @@ def _matplotlib():
   return Figure, FigureCanvasAgg
 
 
+def _can_plot() -> bool:
+  try:
+    _matplotlib()
+  except ImportError:
+    return False
+  return True
+
+
 def _save(fig, path: str) -> None:
   tmp = path + '.tmp.png'
   fig.savefig(tmp, format='png')
@@ -810,7 +818,11 @@ def main(argv=None) -> int:
     print(f'dmc_report.py: error: {e}', file=sys.stderr)
     return 2
   plots = []
-  if not args.no_plots:
+  if not args.no_plots and not _can_plot():
+    print('dmc_report.py: matplotlib is not installed, so DMC.md is written '
+          'without its plots (pip install -e ".[plot]" draws them; '
+          '--no-plots says this is meant)', file=sys.stderr)
+  elif not args.no_plots:
     if plot_curves(points, os.path.join(out_dir, CURVES_PNG), args.resamples,
                    args.seed):
       plots.append(CURVES_PNG)

@@ -312,6 +312,28 @@ def test_report_with_no_results_yet_and_with_curves(tmp_path):
   assert '![dmc_curves.png](dmc_curves.png)' in (out / 'DMC.md').read_text()
 
 
+def test_report_without_matplotlib_writes_the_table(tmp_path, monkeypatch,
+                                                     capsys):
+  # dmc.py ends every training run with this report; without the [plot]
+  # extra it used to stop on a ModuleNotFoundError traceback (exit 1, no
+  # DMC.md) after the rows were already saved.
+  def missing():
+    raise ModuleNotFoundError("No module named 'matplotlib'")
+  monkeypatch.setattr(dmc_report, '_matplotlib', missing)
+  _write(tmp_path / 'dmc.csv', dmc.COLUMNS,
+         [_row('WalkerWalk', 0, 100_000, 500.0)])
+  assert dmc_report.main(['--results', str(tmp_path / 'dmc.csv'), '--curves',
+                          str(tmp_path / 'none.csv')]) == 0
+  assert sorted(os.listdir(tmp_path)) == ['DMC.md', 'dmc.csv']
+  md = (tmp_path / 'DMC.md').read_text()
+  assert '| WalkerWalk | sac | 1* | 500 |' in md
+  assert '.png' not in md
+  assert 'pip install -e ".[plot]"' in capsys.readouterr().err
+  # --no-plots asks for exactly this: no notice.
+  assert dmc_report.main(['--results', str(tmp_path / 'dmc.csv'), '--curves',
+                          str(tmp_path / 'none.csv'), '--no-plots']) == 0
+  assert capsys.readouterr().err == ''
+
 def test_curve_band_on_a_common_grid():
   a = (np.array([0.0, 100.0]), np.array([0.0, 100.0]))
   b = (np.array([10.0, 110.0]), np.array([20.0, 120.0]))
