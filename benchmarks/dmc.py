@@ -20,7 +20,10 @@ Results are appended to `benchmarks/results/dmc.csv`, one row per
 never leaves half a row; `benchmarks/results/dmc_curves.csv` gets every
 evaluation of a finished run (the learning curves the report draws).
 Resumable: a cell already in the CSV is skipped; a run killed part-way
-resumes from its last checkpoint in `--runs` (`roxie train --resume`).
+resumes from its last checkpoint in `--runs` (`roxie train --resume`), and
+only if its config.json trains what is asked: a folder made with other
+`--set` values under the same variant, or before the recipe's defaults
+changed, is refused (exit 2, naming the fields) before anything trains.
 CPU seconds (user + system of the training process, summed over resumes)
 sit beside wall-clock: on a shared machine they are the figure to compare.
 A seed trained in a population of P is charged 1/P of the process's CPU
@@ -324,6 +327,70 @@ def plan_children(args, agent: str, task: str, pending: Sequence[int]
   return children
 
 
+def resume_differences(args, agent: str, task: str, run_dir: str
+                       ) -> List[str]:
+  """How a run folder that dmc.py would resume differs from the cell asked.
+
+  A resumed run trains on with its own config.json, while its rows are
+  labelled with the variant and overrides of this call: a folder made with
+  other `--set` values under the same variant, or before the recipe's
+  defaults changed, would be continued as it was and filed under the wrong
+  label. Compared: every Config field (the recipe's defaults as they are
+  now, with the `--set` fields), the action repeat and the episode length.
+
+  Returns:
+    One line per difference; empty if the folder trains what is asked.
+  """
+  from roxie import config as config_lib  # pylint: disable=g-import-not-at-top
+  from roxie.run import config as run_config  # pylint: disable=g-import-not-at-top
+  try:
+    run, _, saved = run_config.load_run_config(run_dir)
+  except (OSError, ValueError) as e:
+    return [f'its config.json cannot be read ({e})']
+  overrides = dict(args.overrides)
+  _, asked = run_config.resolve_config(agent, overrides)
+  have, want = config_lib.to_dict(saved), config_lib.to_dict(asked)
+  diffs = [f'{k}: the run has {have.get(k)!r}, the cell asks for {v!r}'
+           for k, v in sorted(want.items()) if have.get(k) != v]
+  repeat = action_repeat_for(task, overrides)
+  if run.action_repeat != repeat:
+    diffs.append(f'action_repeat: the run has {run.action_repeat}, the cell '
+                 f'asks for {repeat}')
+  length = (run.env_options or {}).get('episode_length')
+  if length != (args.episode_length or None):
+    diffs.append(f'episode_length: the run has {length or "the default"}, '
+                 f'the cell asks for {args.episode_length or "the default"}')
+  return diffs
+
+
+def resume_problems(args, agent: str, task: str,
+                    seeds: Sequence[int]) -> List[str]:
+  """The run folders of a cell's pending seeds that would not train what
+  is asked (`resume_differences`), one line each."""
+  done = _done(read_rows(args.results, COLUMNS), agent, task, args.variant)
+  pending = [s for s in seeds if not set(args.budgets) <= set(done.get(s, ()))]
+  problems = []
+  for members, cmd in plan_children(args, agent, task, pending):
+    if '--resume' not in cmd:
+      continue
+    for _, run_dir in members:
+      diffs = resume_differences(args, agent, task, run_dir)
+      if diffs:
+        problems.append(f'{run_dir} would be resumed as {agent} on {task} '
+                        f'({args.variant}), but ' + '; '.join(diffs))
+  return problems
+
+
+def refuse_resumes(problems: Sequence[str], tag: str) -> bool:
+  """Prints `resume_problems`' lines and the fix; True if there were any."""
+  for line in problems:
+    print(f'{tag}: error: {line}.', file=sys.stderr)
+  if problems:
+    print(f'{tag}: error: move those folders aside (or pass --runs '
+          'elsewhere) to start the cells afresh, or give the --variant and '
+          '--set that made them.', file=sys.stderr)
+  return bool(problems)
+
 def train_members(args, agent: str, task: str,
                   members: Sequence[Tuple[int, str]], cmd: Sequence[str],
                   done: Mapping[int, Iterable[int]],
@@ -557,6 +624,10 @@ def main(argv=None) -> int:
     print(f'dmc.py: error: {e}', file=sys.stderr)
     return 2
   if not args.report:
+    if refuse_resumes([p for agent in args.agents for task in args.tasks
+                       for p in resume_problems(args, agent, task,
+                                                args.seeds)], 'dmc.py'):
+      return 2
     os.makedirs(os.path.dirname(os.path.abspath(args.results)), exist_ok=True)
     identity = code_identity()
     failed = 0

@@ -551,6 +551,11 @@ def main(argv=None) -> int:
     print(f'[humanoid] {agent}: --set ' + ' '.join(
         f'{k}={v}' for k, v in sorted(args.settings[agent].items())),
           flush=True)
+  if not args.report and dmc.refuse_resumes(
+      [p for agent in args.agents for task in args.tasks
+       for p in dmc.resume_problems(cell_args(args, agent), agent, task,
+                                    args.seeds)], 'humanoid.py'):
+    return 2
   failed = 0 if args.report else train(args)
   if os.path.exists(args.results):
     print(f'[humanoid] wrote {write_report(args.results, args.curves)}')

@@ -2,6 +2,7 @@
 report from partial data."""
 
 import csv
+import dataclasses
 import math
 import os
 import subprocess
@@ -16,6 +17,8 @@ sys.path.insert(0, BENCH)
 
 import dmc  # pylint: disable=g-import-not-at-top,wrong-import-position
 import dmc_report  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+from roxie.agents import sac  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 # Two seeds of SAC on CartpoleBalance (one population: one program) for
 # 2,000 env steps, 100-step episodes, tiny networks: about a minute on 2
@@ -47,7 +50,8 @@ def _bench(tmp_path, *argv):
       capture_output=True, text=True, env=env, cwd=str(tmp_path), timeout=600)
 
 
-def test_tiny_run_writes_its_row_skips_it_when_rerun_and_reports(tmp_path):
+def test_tiny_run_writes_its_row_skips_it_when_rerun_and_reports(
+    tmp_path, monkeypatch, capsys):
   real_md = os.path.join(dmc.RESULTS, 'DMC.md')
   before = os.stat(real_md).st_mtime_ns if os.path.exists(real_md) else None
   proc = _bench(tmp_path, *TINY)
@@ -92,6 +96,31 @@ def test_tiny_run_writes_its_row_skips_it_when_rerun_and_reports(tmp_path):
   proc = _bench(tmp_path, *TINY)
   assert proc.returncode == 0, proc.stdout + proc.stderr
   assert 'train --agent' not in proc.stdout  # No child was started.
+  assert (tmp_path / 'dmc.csv').read_bytes() == csv_bytes
+  assert (tmp_path / 'curves.csv').read_bytes() == curve_bytes
+
+  # A longer budget resumes the runs with their own config.json, while the
+  # rows take this call's label: a folder that does not train what is asked
+  # is refused before anything runs, naming the field.
+  longer = list(TINY)
+  longer[longer.index('--budgets') + 1] = '2000,3000'
+  assert dmc.resume_problems(dmc.parse_args([*longer, *_paths(tmp_path)]),
+                             'sac', 'CartpoleBalance', [0, 1]) == []
+  other = [a.replace('hidden_sizes=16,16', 'hidden_sizes=32,32')
+           for a in longer]
+  assert dmc.main([*other, *_paths(tmp_path)]) == 2
+  err = capsys.readouterr().err
+  assert str(tmp_path / 'runs' / 'tiny' / 'sac-CartpoleBalance-seed0') in err
+  assert 'hidden_sizes: the run has [16, 16], the cell asks for [32, 32]' in err
+  # Or the recipe's default changed since the folder was made.
+  @dataclasses.dataclass(frozen=True)
+  class Later(sac.Config):
+    actor_lr: float = 1e-3
+  monkeypatch.setattr(sac, 'Config', Later)
+  assert dmc.main([*longer, *_paths(tmp_path)]) == 2
+  err = capsys.readouterr().err
+  assert 'actor_lr: the run has 0.0003, the cell asks for 0.001' in err
+  assert 'hidden_sizes' not in err
   assert (tmp_path / 'dmc.csv').read_bytes() == csv_bytes
   assert (tmp_path / 'curves.csv').read_bytes() == curve_bytes
 

@@ -284,7 +284,7 @@ def test_report_from_a_hand_made_csv(tmp_path, monkeypatch):
 
 # ~20 s: fast, since it was the only test of the training path and that path
 # broke unseen while it was `slow`.
-def test_a_tiny_cell_end_to_end(tmp_path, monkeypatch):
+def test_a_tiny_cell_end_to_end(tmp_path, monkeypatch, capsys):
   # The machinery on a pendulum (a humanoid compile is minutes on 2 cores):
   # the cell's seed trains as a population through dmc.py's machinery on
   # --backend, which appends the row and curve; a rerun skips the cell.
@@ -313,4 +313,16 @@ def test_a_tiny_cell_end_to_end(tmp_path, monkeypatch):
     assert json.load(f)['backend'] == 'cpu'
   mtime = os.path.getmtime(tmp_path / 'h.csv')
   assert humanoid.main(argv) == 0  # Done: nothing trains, nothing appended.
+  assert os.path.getmtime(tmp_path / 'h.csv') == mtime
+  # A longer budget would resume the run: with the settings that made it,
+  # nothing stands in the way; with another, it is refused (dmc.py's check).
+  longer = [('2000' if a == '1000' else a) for a in argv]
+  args = humanoid.parse_args(longer)
+  assert dmc.resume_problems(humanoid.cell_args(args, 'sac'), 'sac',
+                             'PendulumSwingup', args.seeds) == []
+  other = [a.replace('hidden_sizes=16,16', 'hidden_sizes=32,32')
+           for a in longer]
+  assert humanoid.main(other) == 2
+  assert ('hidden_sizes: the run has [16, 16], the cell asks for [32, 32]'
+          in capsys.readouterr().err)
   assert os.path.getmtime(tmp_path / 'h.csv') == mtime
