@@ -35,7 +35,7 @@ is the update count: 8 envs x 4 updates per iteration make 0.5 updates per
 agent step, 62.5k updates in 500k env steps, against the published State
 SAC's one per agent step (125k) with 1024-unit layers (SAC-AE's settings)
 where these are 256. `updates_per_iteration=8` (one per agent step, ~2x
-the CPU) is the `utd1` variant in DMC.md: 523 (574 / 524 / 473). At
+the CPU) is the `utd1` variant in DMC.md: 524 (574 / 524 / 473). At
 half the batch (`utd1-b128`: `batch_size=128` as well) an update costs
 0.58x, and a CheetahRun run with twice the default's updates 1.07x
 its CPU: 498 (514 / 540 / 439); at 100k it leads the default on all six
@@ -79,7 +79,7 @@ the same env steps (4x at action repeat 2, 16x at 8). Under that protocol
 (`--set action_repeat=1 --set updates_per_iteration=8`) this recipe
 reaches 666 on FingerSpin at 100k against 416 at the default, and 584
 with one update per agent step at action repeat 2 (`utd1`, half the
-updates and CPU of the former).
+updates and 0.43x the CPU of the former).
 """
 
 from __future__ import annotations
