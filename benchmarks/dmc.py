@@ -336,7 +336,8 @@ def resume_differences(args, agent: str, task: str, run_dir: str
   other `--set` values under the same variant, or before the recipe's
   defaults changed, would be continued as it was and filed under the wrong
   label. Compared: every Config field (the recipe's defaults as they are
-  now, with the `--set` fields), the action repeat and the episode length.
+  now, with the `--set` fields), the number of envs, the action repeat and
+  the episode length.
 
   Returns:
     One line per difference; empty if the folder trains what is asked.
@@ -348,10 +349,14 @@ def resume_differences(args, agent: str, task: str, run_dir: str
   except (OSError, ValueError) as e:
     return [f'its config.json cannot be read ({e})']
   overrides = dict(args.overrides)
-  _, asked = run_config.resolve_config(agent, overrides)
+  module, asked = run_config.resolve_config(agent, overrides)
   have, want = config_lib.to_dict(saved), config_lib.to_dict(asked)
   diffs = [f'{k}: the run has {have.get(k)!r}, the cell asks for {v!r}'
            for k, v in sorted(want.items()) if have.get(k) != v]
+  envs = run_config.resolve_run_defaults(module, overrides).num_envs
+  if run.num_envs != envs:
+    diffs.append(f'num_envs: the run has {run.num_envs}, the cell asks for '
+                 f'{envs}')
   repeat = action_repeat_for(task, overrides)
   if run.action_repeat != repeat:
     diffs.append(f'action_repeat: the run has {run.action_repeat}, the cell '
