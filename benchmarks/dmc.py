@@ -349,7 +349,10 @@ def resume_differences(args, agent: str, task: str, run_dir: str
   except (OSError, ValueError) as e:
     return [f'its config.json cannot be read ({e})']
   overrides = dict(args.overrides)
-  module, asked = run_config.resolve_config(agent, overrides)
+  try:
+    module, asked = run_config.resolve_config(agent, overrides)
+  except config_lib.ConfigError as e:
+    return [f'the cell\'s --set does not make a {agent} Config ({e})']
   have, want = config_lib.to_dict(saved), config_lib.to_dict(asked)
   diffs = [f'{k}: the run has {have.get(k)!r}, the cell asks for {v!r}'
            for k, v in sorted(want.items()) if have.get(k) != v]
@@ -395,6 +398,7 @@ def refuse_resumes(problems: Sequence[str], tag: str) -> bool:
           'elsewhere) to start the cells afresh, or give the --variant and '
           '--set that made them.', file=sys.stderr)
   return bool(problems)
+
 
 def train_members(args, agent: str, task: str,
                   members: Sequence[Tuple[int, str]], cmd: Sequence[str],

@@ -112,6 +112,9 @@ def test_tiny_run_writes_its_row_skips_it_when_rerun_and_reports(
   err = capsys.readouterr().err
   assert str(tmp_path / 'runs' / 'tiny' / 'sac-CartpoleBalance-seed0') in err
   assert 'hidden_sizes: the run has [16, 16], the cell asks for [32, 32]' in err
+  # A misspelt field is named, not a traceback.
+  assert dmc.main([*longer, '--set', 'batch_sise=3', *_paths(tmp_path)]) == 2
+  assert "Unknown config field 'batch_sise'" in capsys.readouterr().err
   fewer = [a.replace('num_envs=2', 'num_envs=1') for a in longer]
   assert dmc.main([*fewer, *_paths(tmp_path)]) == 2
   assert 'num_envs: the run has 2, the cell asks for 1' in (
