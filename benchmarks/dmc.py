@@ -375,8 +375,7 @@ def resume_problems(args, agent: str, task: str,
                     seeds: Sequence[int]) -> List[str]:
   """The run folders of a cell's pending seeds that would not train what
   is asked (`resume_differences`), one line each."""
-  done = _done(read_rows(args.results, COLUMNS), agent, task, args.variant)
-  pending = [s for s in seeds if not set(args.budgets) <= set(done.get(s, ()))]
+  _, pending = _pending(args, agent, task, seeds)
   problems = []
   for members, cmd in plan_children(args, agent, task, pending):
     if '--resume' not in cmd:
@@ -514,11 +513,7 @@ def train_pending_seeds(args, agent: str, task: str, seeds: Sequence[int],
   Returns:
     How many children failed.
   """
-  def done_now():
-    return _done(read_rows(args.results, COLUMNS), agent, task, args.variant)
-
-  done = done_now()
-  pending = [s for s in seeds if not set(args.budgets) <= set(done.get(s, ()))]
+  done, pending = _pending(args, agent, task, seeds)
   failed = 0
   for members, cmd in plan_children(args, agent, task, pending):
     try:
@@ -527,7 +522,7 @@ def train_pending_seeds(args, agent: str, task: str, seeds: Sequence[int],
     except RuntimeError as e:
       failed += 1
       print(f'[{tag}] {e}', file=sys.stderr, flush=True)
-    done = done_now()
+    done, _ = _pending(args, agent, task, seeds)
   return failed
 
 
@@ -612,6 +607,15 @@ def parse_args(argv=None):
     raise UsageError('--eval-every must be positive and --eval-episodes >= 10 '
                      '(the table reports means of at least 10 episodes)')
   return args
+
+
+def _pending(args, agent: str, task: str, seeds: Sequence[int]
+             ) -> Tuple[Dict[int, List[int]], List[int]]:
+  """({seed: budgets with a row} of the cell, its seeds that lack a row at
+  one of `args.budgets`), from the results CSV as it is now."""
+  done = _done(read_rows(args.results, COLUMNS), agent, task, args.variant)
+  return done, [s for s in seeds
+                if not set(args.budgets) <= set(done.get(s, ()))]
 
 
 def _done(rows, agent: str, task: str, variant: str) -> Dict[int, List[int]]:
