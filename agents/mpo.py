@@ -129,6 +129,22 @@ _MIN_LOG_DUAL = -18.
 _MAX_LOG_DUAL = math.log(1e6)
 
 
+def _inverse_softplus(x: float) -> float:
+  # log(exp(x) - 1), stable for large x.
+  return x + math.log(-math.expm1(-x))
+
+
+# `Config.dual_transform`: how each dual's unconstrained parameter maps to its
+# positive value, with that map's inverse (for the initial values) and the
+# parameter's range, the same positive range [e^-18, 1e6] for both.
+_DUAL_TRANSFORMS = {
+    'exp': (jnp.exp, math.log, (_MIN_LOG_DUAL, _MAX_LOG_DUAL)),
+    'softplus': (jax.nn.softplus, _inverse_softplus,
+                 (_inverse_softplus(math.exp(_MIN_LOG_DUAL)),
+                  _inverse_softplus(1e6))),
+}
+
+
 @dataclasses.dataclass(frozen=True)
 class Config(off_policy.ReplayConfig):
   """MPO hyperparameters; the defaults suit a 2-core CPU.
@@ -163,6 +179,10 @@ class Config(off_policy.ReplayConfig):
   init_temperature: float = 1.
   init_alpha_mean: float = 1.
   init_alpha_std: float = 10.
+  # How the duals (temperatures, multipliers) are parametrised: 'exp' (their
+  # logs are learnt, so Adam's steps multiply them) or 'softplus' (as
+  # Acme's and tonic's MPO: near-linear steps above ~1).
+  dual_transform: str = 'exp'
   # Out-of-bounds action penalty (second objective; 0 turns it off).
   action_penalty_epsilon: float = 1e-3
   # From pixels (dict observations only; see the module docstring): the
@@ -252,6 +272,11 @@ def make(config: Config, spec: EnvSpec) -> Recipe:
   c = config
   if c.num_samples < 1:
     raise ValueError(f'num_samples must be >= 1, got {c.num_samples}.')
+  if c.dual_transform not in _DUAL_TRANSFORMS:
+    raise ValueError(f'dual_transform must be one of '
+                     f'{sorted(_DUAL_TRANSFORMS)}, got {c.dual_transform!r}.')
+  positive, inverse, (dual_low, dual_high) = _DUAL_TRANSFORMS[
+      c.dual_transform]
   policy_opt = optim.adam(c.policy_lr, c.max_grad_norm)
   critic_opt = optim.adam(c.critic_lr, c.max_grad_norm)
   dual_opt = optax.adam(c.dual_lr)
@@ -274,7 +299,7 @@ def make(config: Config, spec: EnvSpec) -> Recipe:
     act = jnp.zeros((1, spec.action_size))
     critic_params = critic.init(k2, obs, act)
     policy_params = policy.init(k1, critic.actor_input(critic_params, obs))
-    log = lambda x, shape=(): jnp.full(shape, jnp.log(x), jnp.float32)
+    log = lambda x, shape=(): jnp.full(shape, inverse(x), jnp.float32)
     duals = Duals(log_temperature=log(c.init_temperature),
                   log_alpha_mean=log(c.init_alpha_mean, alpha_shape),
                   log_alpha_std=log(c.init_alpha_std, alpha_shape),
@@ -329,12 +354,12 @@ def make(config: Config, spec: EnvSpec) -> Recipe:
 
     def one_state(duals: Duals, q_i, p_i, a_i, m, s, tm, ts):
       e_step = losses.mpo_e_step(q_i, duals.log_temperature,
-                                 epsilon=c.epsilon)
+                                 epsilon=c.epsilon, positive_fn=positive)
       weights, loss = e_step.weights, e_step.temperature_loss
       pen_eps = c.action_penalty_epsilon
       if isinstance(pen_eps, jax.core.Tracer) or pen_eps > 0:
         e_pen = losses.mpo_e_step(p_i, duals.log_penalty_temperature,
-                                  epsilon=pen_eps)
+                                  epsilon=pen_eps, positive_fn=positive)
         # Traced (one per member of a population), a member with 0 adds
         # nothing, as if the penalty were off.
         on = pen_eps > 0
@@ -343,7 +368,8 @@ def make(config: Config, spec: EnvSpec) -> Recipe:
       m_step = losses.mpo_m_step(
           m, s, tm, ts, a_i, weights, duals.log_alpha_mean,
           duals.log_alpha_std, epsilon_mean=c.epsilon_mean,
-          epsilon_std=c.epsilon_std, per_dimension=c.per_dimension)
+          epsilon_std=c.epsilon_std, per_dimension=c.per_dimension,
+          positive_fn=positive)
       return losses.MpoOutput(loss=loss + m_step.loss, e_step=e_step,
                               m_step=m_step)
 
@@ -362,7 +388,7 @@ def make(config: Config, spec: EnvSpec) -> Recipe:
     duals, dual_opt_state = optim.step(dual_opt, state.duals, state.dual_opt,
                                        d_grads)
     duals = jax.tree.map(
-        lambda x: jnp.clip(x, _MIN_LOG_DUAL, _MAX_LOG_DUAL), duals)
+        lambda x: jnp.clip(x, dual_low, dual_high), duals)
 
     # 5. Targets: Polyak averaging (from pixels the target encoder at
     # encoder_tau), or hard copies (the encoder's too) every K updates.

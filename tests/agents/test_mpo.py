@@ -173,6 +173,50 @@ def test_multipliers_stop_at_their_ceiling_and_the_update_stays_finite():
              for x in jax.tree.leaves((final.policy, final.critic)))
 
 
+def test_softplus_duals_start_at_their_values_and_grow_by_steps():
+  """`dual_transform='softplus'`: Adam's steps add to a multiplier.
+
+  The same unmeetable bounds as above with dual_lr 1: under 'exp' 20
+  updates multiply alpha_std by ~e^20 (to the 1e6 ceiling); under softplus
+  each adds ~1, so it ends between 10 + 5 and 10 + 40. A value set above
+  the ceiling is brought down to it.
+  """
+  kw = dict(epsilon_mean=1e-30, epsilon_std=1e-30, dual_lr=1., tau=0.,
+            action_penalty_epsilon=0., init_temperature=2.,
+            init_alpha_mean=3.)
+  batch = _batch(jax.random.PRNGKey(1))
+  keys = jax.random.split(jax.random.PRNGKey(2), 20)
+  head = 'gaussian_actor/~/head'
+
+  def run(**extra):
+    recipe = _recipe(**kw, **extra)
+    state = recipe.init(jax.random.PRNGKey(0), SPEC)
+    policy = {**state.policy, head: {**state.policy[head],
+                                     'b': state.policy[head]['b'] + 0.5}}
+    state = state._replace(policy=policy)
+    body = lambda s, k: (recipe.update(s, batch, k)[0], None)
+    return state, jax.jit(lambda s: jax.lax.scan(body, s, keys)[0])(state)
+
+  start, final = run(dual_transform='softplus')
+  softplus = lambda x: np.asarray(jax.nn.softplus(x))
+  np.testing.assert_allclose(softplus(start.duals.log_temperature), 2.,
+                             rtol=1e-5)
+  np.testing.assert_allclose(softplus(start.duals.log_alpha_mean), 3.,
+                             rtol=1e-5)
+  np.testing.assert_allclose(softplus(start.duals.log_alpha_std), 10.,
+                             rtol=1e-5)
+  alpha_std = softplus(final.duals.log_alpha_std)
+  assert np.all((alpha_std > 15.) & (alpha_std < 50.)), alpha_std
+  _, final_exp = run()
+  np.testing.assert_allclose(np.exp(final_exp.duals.log_alpha_std), 1e6,
+                             rtol=1e-4)
+  _, capped = run(dual_transform='softplus', init_alpha_std=1e7)
+  np.testing.assert_allclose(softplus(capped.duals.log_alpha_std), 1e6,
+                             rtol=1e-6)
+  with pytest.raises(ValueError, match='dual_transform'):
+    _recipe(dual_transform='sigmoid')
+
+
 @pytest.mark.parametrize('penalty', [1e-3, 0.])
 def test_action_penalty_pulls_an_out_of_bounds_mean_back(penalty):
   """With Q flat in the action, only the penalty objective moves the mean.
