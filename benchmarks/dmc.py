@@ -103,15 +103,22 @@ def machine() -> str:
   return f'{model} x{os.cpu_count()}'
 
 
-def code_identity() -> Tuple[str, str]:
-  """(roxie version, git commit of the imported roxie; '+dirty' if edited)."""
+def code_identity(root: Optional[str] = None) -> Tuple[str, str]:
+  """(roxie version, git commit of the imported roxie; '+dirty' if edited).
+
+  Edits under benchmarks/results/ (the CSVs, DMC.md and plots these scripts
+  write themselves) do not count: a second dmc.py run started after a first
+  one rewrote DMC.md trains the same code.
+  """
   import roxie  # pylint: disable=g-import-not-at-top
-  root = os.path.dirname(os.path.dirname(os.path.abspath(roxie.__file__)))
+  if root is None:
+    root = os.path.dirname(os.path.dirname(os.path.abspath(roxie.__file__)))
   try:
     commit = subprocess.run(['git', 'rev-parse', '--short=12', 'HEAD'],
                             cwd=root, capture_output=True, text=True,
                             check=True).stdout.strip()
-    dirty = subprocess.run(['git', 'status', '--porcelain', '--untracked-files=no'],
+    dirty = subprocess.run(['git', 'status', '--porcelain', '--untracked-files=no',
+                            '--', '.', ':(exclude)benchmarks/results'],
                            cwd=root, capture_output=True, text=True).stdout.strip()
     if dirty:
       commit += '+dirty'

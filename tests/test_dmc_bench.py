@@ -526,3 +526,25 @@ def test_standing_grid_gives_each_default_cell_its_verdict(tmp_path):
   assert lines[('ppo', 'up to 20M')] == ['no rows', 'no rows', '700 met (5M)',
                                          '500 (-96) (1M)', 'no rows',
                                          'no rows', '1/6']
+
+
+def test_code_identity_ignores_the_results_the_scripts_write(tmp_path):
+  """A tree dirty only under benchmarks/results/ is the commit's code.
+
+  Reproduces rows marked '+dirty' when a second dmc.py started after a
+  first one had rewritten DMC.md; an edit to the code still marks them.
+  """
+  git = lambda *a: subprocess.run(['git', *a], cwd=tmp_path, check=True,
+                                  capture_output=True, text=True).stdout
+  git('init', '-q')
+  for name in ('roxie/a.py', 'benchmarks/results/DMC.md'):
+    (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / name).write_text('x\n')
+  git('add', '.')
+  git('-c', 'user.name=t', '-c', 'user.email=t@t', 'commit', '-q', '-m', 'c')
+  head = git('rev-parse', '--short=12', 'HEAD').strip()
+  assert dmc.code_identity(str(tmp_path))[1] == head
+  (tmp_path / 'benchmarks/results/DMC.md').write_text('y\n')
+  assert dmc.code_identity(str(tmp_path))[1] == head
+  (tmp_path / 'roxie/a.py').write_text('y\n')
+  assert dmc.code_identity(str(tmp_path))[1] == head + '+dirty'
