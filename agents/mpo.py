@@ -31,27 +31,42 @@ penalty -||a - clip(a)||, gets its own E-step (own temperature, KL bound
 fitted to both improved distributions. `action_penalty_epsilon = 0` turns it
 off.
 
-Known limit (issue 13, benchmarks/RESULTS.md "MPO's plateau, continued"):
-on CartpoleSwingup these defaults sit at 210-340 through 200k env steps and
-climb slowly (456 / 528 at 600k, seeds 0 and 1), where the other recipes
-pass 800 by 80k-150k. The std barely moves from its initial 0.5. At
-`epsilon_std=1e-5` its trust region binds. With the bound freed (1e-2) the
-E-step still does not ask for a smaller std through 200k: its weights are
-near uniform.
-These changes were each measured and left the plateau where it was: no
-penalty objective, the std fitted around the online mean, the penalty tilt
-multiplied into the Q tilt, a critic bootstrapping on the mean action, and
-(earlier) wider or narrower bounds on every KL, a smaller initial std, a
-tanh-squashed policy. A third round (RESULTS.md, "MPO's plateau, third
-round"): a target policy 10-100x faster is no better; 32 envs step ~7x the
-env steps per second and reach the same plateau later (521 at 4M env
-steps, ~600 s at load 3); with `epsilon_std` at 1e-3 the E-step does shrink
-the std (0.50 -> 0.32) once the swing is learnt, ~1M env steps in, and one
-seed reached 704 at 5M against the default's 636. A fourth round: four
-times the updates (one per agent step) give 564 at 200k on seed 0 against
-the default's 356, 489 with a 4x faster critic target on top: the update
-count is part of it, not the whole. So the defaults stay those of the
-published MPO.
+Duals (`dual_transform`). The temperatures and the multipliers are learnt
+through softplus, as in Acme's and tonic's MPO: an Adam step adds about
+`dual_lr` to a dual above ~1. Under 'exp' (roxie's default until
+2026-12-04: their logs are learnt) each step multiplies it instead, and on
+WalkerWalk the std's multiplier reached 1.1e5 within 25k env steps
+(1e4-3e4 later), while the mean's KL stayed far inside its bound. At that
+weight the std's penalty can outweigh the weighted likelihood in the
+policy's gradient, which the mean shares with the std (one torso, one
+global-norm clip): the likely reason the mean learnt slowly. Seed 0 read
+57 at 100k under 'exp' and 213 under softplus, where alpha_std
+stays at 15-60 and the std's KL runs 2-4x its bound; the std itself is
+~0.49 under both. Over the six tasks, 3 seeds, softplus leads on every
+task at 100k and on five of six at 500k (return / CURL IQM 0.20 against
+'exp's 0.12 at 100k, 0.53 against 0.44 at 500k; ReacherEasy 615 against
+369, CartpoleSwingup 542 against 428; BallInCup 881 against 919, one seed
+at 786, still above MPO's 877) at the same cost per update
+(benchmarks/RESULTS.md, "MPO's duals through softplus").
+
+Known limit (issue 13): MPO still learns far slower than the other
+off-policy recipes at these update counts (one update per four agent
+steps): CartpoleSwingup reads 542 at 500k, where they pass 800 by 80k-150k,
+and WalkerWalk 435 against 853 needed. The std stays at 0.45-0.49 through
+500k. Freer std bounds do not help under softplus (`epsilon_std` 1e-4 and
+1e-3: 363 and 286 at 250k on WalkerWalk, seed 0, against 433); twice the
+updates (`updates_per_iteration=4`, about twice the update cost) do: 740
+at 300k on the same seed against 441, and on CartpoleSwingup 852 at 500k
+over 3 seeds (CURL's 848), each seed past 800 by 461k env steps in 287-344
+CPU seconds (RESULTS.md). Whether that holds on all six tasks inside the
+30 CPU minutes a default may take is not yet measured. Earlier rounds,
+under 'exp', on CartpoleSwingup ("MPO's plateau", rounds one to four):
+no penalty objective, the std fitted around the online mean, the penalty tilt
+multiplied into the Q tilt, a critic bootstrapping on the mean action,
+wider or narrower bounds on every KL, a smaller initial std, a
+tanh-squashed policy and a target policy 10-100x faster each left the
+plateau where it was; 32 envs reach it later (521 at 4M env steps); four
+times the updates gave 564 at 200k on seed 0 against 356.
 
 Steps 1-4 share one set of target-critic evaluations, as Acme's MPO learner
 does: the policy is improved at the batch's bootstrap states s', which are
@@ -114,8 +129,9 @@ from roxie import losses, networks, optim
 from roxie.agents import off_policy
 from roxie.types import EnvSpec, Policy, Recipe, RunDefaults, Transition, check_spec
 
-# Duals live in log space; this floor (log 1e-8) keeps them from vanishing,
-# and this ceiling (log 1e6) from growing without limit. Without it, a KL
+# Each dual stays in [e^-18 (~1.5e-8), 1e6] under either transform. The floor
+# keeps it from vanishing, the ceiling from growing without limit. Under
+# 'exp' (duals in log space), without the ceiling a KL
 # bound the policy cannot meet (Adam moves the online std by at most about
 # policy_lr a step, however large its multiplier; the std's KL on the
 # 21-dimensional HumanoidStand stayed ~9x its bound) raises the multiplier
@@ -179,10 +195,11 @@ class Config(off_policy.ReplayConfig):
   init_temperature: float = 1.
   init_alpha_mean: float = 1.
   init_alpha_std: float = 10.
-  # How the duals (temperatures, multipliers) are parametrised: 'exp' (their
-  # logs are learnt, so Adam's steps multiply them) or 'softplus' (as
-  # Acme's and tonic's MPO: near-linear steps above ~1).
-  dual_transform: str = 'exp'
+  # How the duals (temperatures, multipliers) are parametrised: 'softplus'
+  # (as Acme's and tonic's MPO: Adam's steps add to a dual above ~1) or
+  # 'exp' (their logs are learnt, so steps multiply them; the default until
+  # 2026-12-04, see the module docstring).
+  dual_transform: str = 'softplus'
   # Out-of-bounds action penalty (second objective; 0 turns it off).
   action_penalty_epsilon: float = 1e-3
   # From pixels (dict observations only; see the module docstring): the

@@ -102,8 +102,9 @@ def test_temperature_follows_the_e_step_kl(init_temperature, rises):
   """
   recipe = _recipe()
   state = recipe.init(jax.random.PRNGKey(0), SPEC)
+  inverse = mpo._DUAL_TRANSFORMS[recipe.config.dual_transform][1]  # pylint: disable=protected-access
   state = state._replace(duals=state.duals._replace(
-      log_temperature=jnp.log(jnp.float32(init_temperature))))
+      log_temperature=jnp.float32(inverse(init_temperature))))
   new, metrics = jax.jit(recipe.update)(state, _batch(jax.random.PRNGKey(1)),
                                         jax.random.PRNGKey(2))
   kl, eps = float(metrics['kl_e_step']), recipe.config.epsilon
@@ -147,7 +148,7 @@ def test_multipliers_stop_at_their_ceiling_and_the_update_stays_finite():
   e^80 without the ceiling.
   """
   recipe = _recipe(epsilon_mean=1e-30, epsilon_std=1e-30, dual_lr=1.,
-                   tau=0., action_penalty_epsilon=0.)
+                   tau=0., action_penalty_epsilon=0., dual_transform='exp')
   state = recipe.init(jax.random.PRNGKey(0), SPEC)
   head = 'gaussian_actor/~/head'
   policy = {**state.policy,
@@ -207,7 +208,7 @@ def test_softplus_duals_start_at_their_values_and_grow_by_steps():
                              rtol=1e-5)
   alpha_std = softplus(final.duals.log_alpha_std)
   assert np.all((alpha_std > 15.) & (alpha_std < 50.)), alpha_std
-  _, final_exp = run()
+  _, final_exp = run(dual_transform='exp')
   np.testing.assert_allclose(np.exp(final_exp.duals.log_alpha_std), 1e6,
                              rtol=1e-4)
   _, capped = run(dual_transform='softplus', init_alpha_std=1e7)

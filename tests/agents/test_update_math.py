@@ -625,12 +625,14 @@ def test_mpo_m_step_duals_step_towards_their_kl_bounds():
   # Online policy == target policy: both KLs are 0, below their bounds, so
   # every alpha falls by one Adam step. Online mean moved away from the
   # target (same std): alpha_mean rises (per dimension), alpha_std falls.
+  # (alpha_std's raw parameter starts near 10 under softplus, where a
+  # float32 step of 1e-2 is exact to ~1e-3 of itself.)
   step, _, _ = _mpo_dual_step([0., 0.], [0., 0.], None)
   np.testing.assert_allclose(step.log_alpha_mean, [-1., -1.], rtol=1e-4)
-  np.testing.assert_allclose(step.log_alpha_std, [-1., -1.], rtol=1e-4)
+  np.testing.assert_allclose(step.log_alpha_std, [-1., -1.], rtol=2e-3)
   step, metrics, _ = _mpo_dual_step([0., 0.], [0.5, -0.5], None)
   np.testing.assert_allclose(step.log_alpha_mean, [1., 1.], rtol=1e-4)
-  np.testing.assert_allclose(step.log_alpha_std, [-1., -1.], rtol=1e-4)
+  np.testing.assert_allclose(step.log_alpha_std, [-1., -1.], rtol=2e-3)
   assert float(metrics['kl_mean']) > 0.
 
 
