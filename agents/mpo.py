@@ -118,7 +118,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import NamedTuple, Optional, Tuple
+from typing import ClassVar, Mapping, NamedTuple, Optional, Tuple
 
 import haiku as hk
 import jax
@@ -200,6 +200,9 @@ class Config(off_policy.ReplayConfig):
   # 'exp' (their logs are learnt, so steps multiply them; the default until
   # 2026-12-04, see the module docstring).
   dual_transform: str = 'softplus'
+  # What a config.json or policy bundle without the field means (`roxie.
+  # config.from_dict`): runs written before the field trained with 'exp'.
+  ABSENT_MEANS: ClassVar[Mapping[str, str]] = {'dual_transform': 'exp'}
   # Out-of-bounds action penalty (second objective; 0 turns it off).
   action_penalty_epsilon: float = 1e-3
   # From pixels (dict observations only; see the module docstring): the

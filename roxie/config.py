@@ -200,9 +200,14 @@ def from_dict(config_cls: Any, values: Mapping[str, Any]) -> Any:
   fields is given keeps its default. Entries named as run settings
   (`roxie.types.RUN_SETTINGS`) that the dataclass has no field for are left
   out: written when roxie's Configs still declared them (config.json files,
-  policy bundles), they are the run's, not the agent's.
+  policy bundles), they are the run's, not the agent's. A field the class
+  lists in `ABSENT_MEANS` (a mapping, field name -> value) and `values`
+  lacks takes that value rather than the default: a field added later, or
+  whose default changed, reads what runs written before it trained with.
   """
   from roxie.types import RUN_SETTINGS  # pylint: disable=g-import-not-at-top
+  absent = getattr(config_cls, 'ABSENT_MEANS', {})
+  values = {**{k: v for k, v in absent.items() if k not in values}, **values}
   hints = typing.get_type_hints(config_cls)
   subs = sub_configs(config_cls)
   names = set(field_names(config_cls)) | {f.name for f in

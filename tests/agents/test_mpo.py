@@ -218,6 +218,24 @@ def test_softplus_duals_start_at_their_values_and_grow_by_steps():
     _recipe(dual_transform='sigmoid')
 
 
+def test_a_config_written_before_dual_transform_reads_exp():
+  """A run or bundle saved before the field keeps the duals it trained with.
+
+  Its config.json has no `dual_transform`; read with the new default
+  (softplus) its saved log-duals would be taken for softplus parameters
+  (a log alpha_std of 9.2, alpha_std 1e4, would read as 9.2).
+  """
+  from roxie import config as config_lib  # pylint: disable=g-import-not-at-top
+  old = config_lib.to_dict(mpo.Config(**SMALL))
+  del old['dual_transform']
+  assert config_lib.from_dict(mpo.Config, old).dual_transform == 'exp'
+  new = config_lib.to_dict(mpo.Config(**SMALL))
+  assert config_lib.from_dict(mpo.Config, new).dual_transform == 'softplus'
+  recipe = mpo.make(config_lib.from_dict(mpo.Config, old), SPEC)
+  duals = recipe.init(jax.random.PRNGKey(0), SPEC).duals
+  np.testing.assert_allclose(duals.log_alpha_std, np.log(10.), rtol=1e-6)
+
+
 @pytest.mark.parametrize('penalty', [1e-3, 0.])
 def test_action_penalty_pulls_an_out_of_bounds_mean_back(penalty):
   """With Q flat in the action, only the penalty objective moves the mean.
