@@ -233,6 +233,9 @@ PIXEL_DEFAULTS = dict(off_policy.PIXEL_RUN_DEFAULTS)
 
 
 class Duals(NamedTuple):
+  # Unconstrained parameters, mapped to the positive duals by
+  # `Config.dual_transform`: logs under 'exp', softplus inverses under
+  # 'softplus' (the `log_` names are kept: saved states carry them).
   log_temperature: jnp.ndarray  # []
   log_alpha_mean: jnp.ndarray  # [A] per dimension, else []
   log_alpha_std: jnp.ndarray  # [A] per dimension, else []
@@ -319,11 +322,11 @@ def make(config: Config, spec: EnvSpec) -> Recipe:
     act = jnp.zeros((1, spec.action_size))
     critic_params = critic.init(k2, obs, act)
     policy_params = policy.init(k1, critic.actor_input(critic_params, obs))
-    log = lambda x, shape=(): jnp.full(shape, inverse(x), jnp.float32)
-    duals = Duals(log_temperature=log(c.init_temperature),
-                  log_alpha_mean=log(c.init_alpha_mean, alpha_shape),
-                  log_alpha_std=log(c.init_alpha_std, alpha_shape),
-                  log_penalty_temperature=log(c.init_temperature))
+    raw = lambda x, shape=(): jnp.full(shape, inverse(x), jnp.float32)
+    duals = Duals(log_temperature=raw(c.init_temperature),
+                  log_alpha_mean=raw(c.init_alpha_mean, alpha_shape),
+                  log_alpha_std=raw(c.init_alpha_std, alpha_shape),
+                  log_penalty_temperature=raw(c.init_temperature))
     return State(policy=policy_params, target_policy=policy_params,
                  critic=critic_params, target_critic=critic_params,
                  duals=duals, policy_opt=policy_opt.init(policy_params),
