@@ -49,17 +49,28 @@ task at 100k and on five of six at 500k (return / CURL IQM 0.20 against
 at 786, still above MPO's 877) at the same cost per update
 (benchmarks/RESULTS.md, "MPO's duals through softplus").
 
-Known limit (issue 13): MPO still learns far slower than the other
-off-policy recipes at these update counts (one update per four agent
-steps): CartpoleSwingup reads 542 at 500k, where they pass 800 by 80k-150k,
-and WalkerWalk 435 against 853 needed. The std stays at 0.45-0.49 through
-500k. Freer std bounds do not help under softplus (`epsilon_std` 1e-4 and
-1e-3: 363 and 286 at 250k on WalkerWalk, seed 0, against 433); twice the
-updates (`updates_per_iteration=4`, about twice the update cost) do: 740
-at 300k on the same seed against 441, and on CartpoleSwingup 852 at 500k
-over 3 seeds (CURL's 848), each seed past 800 by 461k env steps in 287-344
-CPU seconds (RESULTS.md). Whether that holds on all six tasks inside the
-30 CPU minutes a default may take is not yet measured. Earlier rounds,
+Updates (`updates_per_iteration`). MPO makes the shared 4 gradient steps
+per burst of the other off-policy recipes (one update per two agent steps
+at 8 envs); it made 2 until 2026-12-04. Twice the updates cost about twice
+the update's CPU and, 3 seeds at 500k, lead on all six tasks:
+CartpoleSwingup 852 against 542 (CURL's State SAC 848), ReacherEasy 778
+against 615, FingerSpin 527 against 403, CheetahRun 385 against 271,
+WalkerWalk 812 against 435, BallInCup 956 against 881; a run costs 6.3
+(CartpoleSwingup) to 25.9 (WalkerWalk) CPU minutes, inside the 30 a
+default may take (benchmarks/RESULTS.md, "MPO at the shared update
+count"; the old default's rows are variant `upi2`). At 100k it leads on
+four (WalkerWalk 275 against 189, FingerSpin 270 against 55) and trails on
+ReacherEasy (137 against 217) and BallInCup (227 against 480). The
+critic is nearer its policy's value early on (logged Q over the
+discounted value of the evaluation return at 100k on WalkerWalk 0.62-0.75
+against 0.40-0.51) and near level at 500k under both (0.6-1.07), so what
+still holds MPO short of CURL's column on FingerSpin and CheetahRun is
+how fast its policy improves, not its critic.
+
+Known limit (issue 13): the std stays near its initial 0.5 (0.42 at 500k
+on CartpoleSwingup). Freer std bounds do not help under softplus
+(`epsilon_std` 1e-4 and 1e-3, 2 updates a burst: 363 and 286 at 250k on
+WalkerWalk, seed 0, against 433). Earlier rounds,
 under 'exp', on CartpoleSwingup ("MPO's plateau", rounds one to four):
 no penalty objective, the std fitted around the online mean, the penalty tilt
 multiplied into the Q tilt, a critic bootstrapping on the mean action,
@@ -168,9 +179,10 @@ class Config(off_policy.ReplayConfig):
   Collection, replay and targets: the fields of `off_policy.ReplayConfig`
   (steps_per_iteration, warmup_steps,
   replay_capacity, batch_size, n_step, discount, and tau, the Polyak rate
-  used when target_update_period == 0), with this default changed:
+  used when target_update_period == 0). updates_per_iteration is the
+  shared 4, as for the other off-policy recipes (2 until 2026-12-04:
+  module docstring).
   """
-  updates_per_iteration: int = 2  # Gradient steps per burst.
   target_update_period: int = 0  # > 0: hard target copies every K updates.
   # Networks and optimisation.
   hidden_sizes: Tuple[int, ...] = (256, 256)
@@ -212,9 +224,10 @@ class Config(off_policy.ReplayConfig):
 
 
 # How MPO runs unless told otherwise (run settings, not Config fields): 8
-# envs, 200k env steps, no action repeat off the task table (runs from
-# pixels use 8, as DrQ does on Cartpole: PIXEL_DEFAULTS).
-RUN_DEFAULTS = RunDefaults(num_envs=8, total_steps=200_000, action_repeat=1)
+# envs, 500k env steps (CartpoleSwingup passes 800 at 381k-461k, 3 seeds;
+# 200k until MPO took 4 updates a burst), no action repeat off the task
+# table (runs from pixels use 8, as DrQ does on Cartpole: PIXEL_DEFAULTS).
+RUN_DEFAULTS = RunDefaults(num_envs=8, total_steps=500_000, action_repeat=1)
 
 
 # What `roxie train --obs pixels` changes in the defaults above (`--set`
