@@ -137,10 +137,7 @@ def train_once(args, sets: Sequence[str], steps: int, out: str
     cmd += ['--set', s]
   before = resource.getrusage(resource.RUSAGE_CHILDREN)
   t0 = time.perf_counter()
-  cpus = args.cpu_list
-  proc = subprocess.run(
-      cmd, capture_output=True, text=True,
-      preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None)
+  proc = subprocess.run(cmd, capture_output=True, text=True)
   wall = time.perf_counter() - t0
   after = resource.getrusage(resource.RUSAGE_CHILDREN)
   if proc.returncode != 0:
@@ -187,6 +184,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
            f'{args.rounds} round(s)',
            f'pinned to cores {args.cpu_list}' if args.cpu_list else
            'on every core this process may use']
+  if args.cpu_list:
+    # The children inherit this thread's cores (a preexec_fn would fork a
+    # process that JAX's threads already run in).
+    os.sched_setaffinity(0, args.cpu_list)
   H.flush_print(H.machine_header('run_cost.py', extra))
   scratch = tempfile.mkdtemp(prefix='roxie-run-cost-')
   results: Dict[str, List[Dict[str, float]]] = {label: [] for label in labels}
