@@ -65,3 +65,45 @@ def test_a_span_lost_in_start_up_noise_is_an_error_not_a_figure():
   # The longer run was quicker: a negative cost is not reported.
   with pytest.raises(run_cost.TooShort, match='longer LONG'):
     run_cost.steady_cost((40.0, 25.0), (38.0, 24.0), (1000, 3000), 1)
+
+
+def test_table_takes_medians_and_ratios_and_children_inherit_the_cores(
+    capsys, monkeypatch):
+  """main() end to end with the runs faked: order, medians, ratios, cores."""
+  calls = []
+  # (cpu, wall) by (label's first --set, steps, round): the baseline's
+  # 10k steps cost 20 then 40 CPU s (median 30) over 10 s; 'slow' costs
+  # 60 CPU s over 20 s in both rounds.
+  cost = {('', 1): (20.0, 10.0), ('', 2): (40.0, 10.0),
+          ('tau=0.1', 1): (60.0, 20.0), ('tau=0.1', 2): (60.0, 20.0)}
+
+  def fake_train(args, sets, steps, out):
+    del args, out
+    key = (sets[0] if sets else '',
+           1 + sum(1 for c in calls if c[0] == (sets[0] if sets else '')
+                   and c[1] == steps))
+    calls.append((key[0], steps, os.sched_getaffinity(0)))
+    cpu, wall = cost[key]
+    return (5.0, 3.0) if steps == 1000 else (5.0 + cpu, 3.0 + wall)
+
+  monkeypatch.setattr(run_cost, 'train_once', fake_train)
+  before = os.sched_getaffinity(0)
+  try:
+    code = run_cost.main(['--variant', 'base', '--variant', 'slow:tau=0.1',
+                          '--steps', '1000,11000', '--rounds', '2',
+                          '--cpus', str(min(before))])
+    pinned = {c[2] == {min(before)} for c in calls}
+  finally:
+    os.sched_setaffinity(0, before)
+  assert code == 0
+  assert pinned == {True}
+  # Round 1 runs A then B, round 2 B then A; each variant short then long.
+  assert [(c[0], c[1]) for c in calls] == [
+      ('', 1000), ('', 11000), ('tau=0.1', 1000), ('tau=0.1', 11000),
+      ('tau=0.1', 1000), ('tau=0.1', 11000), ('', 1000), ('', 11000)]
+  rows = {line.split()[0]: line.split()[1:]
+          for line in capsys.readouterr().out.splitlines()
+          if line.split()[:1] in (['base'], ['slow'])}
+  # variant, CPU s / 10k, wall s / 10k, cores, CPU x base, wall x base.
+  assert rows['base'] == ['30.0', '10.0', '3.00', '1.00', '1.00']
+  assert rows['slow'] == ['60.0', '20.0', '3.00', '2.00', '2.00']
