@@ -55,6 +55,10 @@ class BadInput(Exception):
   """Reported as one line, exit status 2, nothing written."""
 
 
+class ChildFailed(Exception):
+  """A `roxie train` run ended in a fault (not bad input): no figure."""
+
+
 class TooShort(Exception):
   """The longer run did not cost more: start-up's noise swamps the span."""
 
@@ -144,7 +148,7 @@ def train_once(args, sets: Sequence[str], steps: int, out: str
     lines = (proc.stderr or proc.stdout).strip().splitlines() or ['(no output)']
     if proc.returncode == 2:  # The CLI's bad-input status: the user's to fix.
       raise BadInput(f'roxie train {" ".join(cmd[4:])}: {lines[-1]}')
-    raise RuntimeError(f'roxie train exited {proc.returncode}: {lines[-1]}')
+    raise ChildFailed(f'roxie train exited {proc.returncode}: {lines[-1]}')
   cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
   return cpu, wall
 
@@ -208,7 +212,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
   except BadInput as e:
     print(f'{TAG}: error: {e}', file=sys.stderr)
     return 2
-  except TooShort as e:
+  except (TooShort, ChildFailed) as e:
     print(f'{TAG}: error: {e}.', file=sys.stderr)
     return 1
   finally:

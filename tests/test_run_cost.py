@@ -107,3 +107,19 @@ def test_table_takes_medians_and_ratios_and_children_inherit_the_cores(
   # variant, CPU s / 10k, wall s / 10k, cores, CPU x base, wall x base.
   assert rows['base'] == ['30.0', '10.0', '3.00', '1.00', '1.00']
   assert rows['slow'] == ['60.0', '20.0', '3.00', '2.00', '2.00']
+
+
+def test_a_run_that_faults_is_exit_1_with_one_line_and_no_table(
+    capsys, tmp_path, monkeypatch):
+  monkeypatch.setattr(tempfile, 'tempdir', str(tmp_path))
+
+  def crash(args, sets, steps, out):
+    raise run_cost.ChildFailed('roxie train exited -9: (no output)')
+
+  monkeypatch.setattr(run_cost, 'train_once', crash)
+  assert run_cost.main(['--steps', '100,200']) == 1
+  captured = capsys.readouterr()
+  err = captured.err.strip().splitlines()
+  assert len(err) == 1 and 'exited -9' in err[0], err
+  assert 'CPU x base' not in captured.out  # No figure from a failed run.
+  assert not os.listdir(tmp_path)
