@@ -68,7 +68,14 @@ on ReacherEasy (743 against 902: one seed at 282, its evaluations
 swinging 282-838 at a flat Q; benchmarks/RESULTS.md). Wider or normalised
 critics (SimbaV2, BRO: `critic_blocks`, `networks.ResidualMLP`; CrossQ:
 `networks.BatchRenormMLP`, examples/crossq.py) are the other lever, at
-more CPU per update.
+more CPU per update. At 1e-3 (DMC.md, 3 seeds, 500k): `utd1-lr1e-3`
+(`updates_per_iteration=8`) reaches 600 [537, 653] at 2.06x the CPU, its
+seeds' mean level with the default's until 320k and 10-31 above it after;
+action repeat 2 (`ar2`) 578 [541, 603] at 2.5x. n_step stays 1:
+`n_step=3` trails at 1e-3 (CheetahRun 267 against 304 at 100k and 385
+against 470 at 240k, FingerSpin 454 against 582 at 100k), its critic no
+closer to its policy's value; the replay's n-step sum is uncorrected and
+leaves the intermediate steps' entropy bonus out.
 
 Why the critic lags at 100k (benchmarks/RESULTS.md, "SAC's critic at 100k
 env steps"; measured at 3e-4): with Polyak targets the bootstrapped value
