@@ -179,6 +179,10 @@ def test_cli_trains_mpo_from_pixels(tmp_path, capsys, gl_backend):
     meta = json.load(f)
   # MPO's PIXEL_DEFAULTS apply under --set.
   assert meta['config']['critic_lr'] == mpo.PIXEL_DEFAULTS['critic_lr']
+  # From pixels the policy keeps the rate its pixel runs were measured at,
+  # not the state-based default's 1e-3.
+  assert mpo.Config().policy_lr == 1e-3
+  assert meta['config']['policy_lr'] == 3e-4
   assert meta['config']['batch_size'] == 16
   # The exported policy carries the encoder (and agrees with the recipe).
   policy = export.policy_from_run(str(out_dir), check=True)
