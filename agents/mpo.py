@@ -287,7 +287,7 @@ def _policy_network(c: Config, spec: EnvSpec) -> hk.Transformed:
   return hk.without_apply_rng(hk.transform(
       lambda o: networks.GaussianActor(
           action_size=spec.action_size, hidden_sizes=c.hidden_sizes,
-          activation=jax.nn.elu, layer_norm=c.layer_norm,
+          activation=networks.elu, layer_norm=c.layer_norm,
           state_dependent_std=True, log_std_bounds=c.log_std_bounds,
           obs_size=obs_size)(o)))
 
@@ -335,7 +335,7 @@ def make(config: Config, spec: EnvSpec) -> Recipe:
   encoder = networks.observation_encoder(c, spec)  # Identity if flat.
   q_net = hk.without_apply_rng(hk.transform(
       lambda o, a: networks.QCritic(
-          **off_policy.torso_kwargs(c), activation=jax.nn.elu,
+          **off_policy.torso_kwargs(c), activation=networks.elu,
           obs_size=encoder.obs_size, action_size=spec.action_size)(o, a)))
   # From pixels the critic encodes observations (networks.encoded_critic);
   # flat, `critic` is `q_net` itself and its helpers are identities.

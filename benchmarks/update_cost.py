@@ -433,10 +433,11 @@ FUSED = {
 # Synthetic data.
 # ----------------------------------------------------------------------------
 
-def synthetic_transitions(key, n: int, batch: int) -> Transition:
-  """[n, batch, ...] n-step transitions with some terminal windows."""
+def synthetic_transitions(key, n: int, batch: int,
+                          spec: EnvSpec = SPEC) -> Transition:
+  """[n, batch, ...] n-step transitions of `spec` with some terminal windows."""
   ks = jax.random.split(key, 5)
-  o, a = SPEC.obs_size, SPEC.action_size
+  o, a = spec.obs_size, spec.action_size
   return Transition(
       obs=jax.random.normal(ks[0], (n, batch, o)),
       action=jax.random.uniform(ks[1], (n, batch, a), minval=-1., maxval=1.),

@@ -1,12 +1,13 @@
 """roxie.networks: haiku modules for continuous-control agents.
 
-Torsos, policy heads (deterministic, tanh-Gaussian, Gaussian), critics
+An ELU for the CPU, torsos, policy heads (deterministic, tanh-Gaussian, Gaussian), critics
 (Q, twin-Q, categorical, twin categorical, value) and the small pure-jnp
 distributions the policy heads return, a pixel encoder and the fusion of
 dict (image + vector) observations, and DrQ's random-shift augmentation.
 Build modules inside `hk.transform`.
 """
 
+from roxie.networks.activations import elu
 from roxie.networks.actors import DeterministicActor
 from roxie.networks.actors import DeterministicActorOutput
 from roxie.networks.actors import GaussianActor
@@ -70,6 +71,7 @@ __all__ = (
     'DeterministicActor',
     'DeterministicActorOutput',
     'DiagGaussian',
+    'elu',
     'encoded_critic',
     'encoder_from_config',
     'EncodedCritic',
