@@ -1,9 +1,10 @@
 """roxie.networks: haiku modules for continuous-control agents.
 
-An ELU for the CPU, torsos, policy heads (deterministic, tanh-Gaussian, Gaussian), critics
-(Q, twin-Q, categorical, twin categorical, value) and the small pure-jnp
-distributions the policy heads return, a pixel encoder and the fusion of
-dict (image + vector) observations, and DrQ's random-shift augmentation.
+An ELU for the CPU, torsos, policy heads (deterministic, tanh-Gaussian,
+Gaussian), critics (Q, twin-Q, categorical, twin categorical, value) and the
+small pure-jnp distributions the policy heads return, a pixel encoder and the
+fusion of dict (image + vector) observations, and DrQ's random-shift
+augmentation.
 Build modules inside `hk.transform`.
 """
 

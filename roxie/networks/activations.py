@@ -4,22 +4,23 @@
 https://arxiv.org/abs/1511.07289), x for x > 0 and exp(x) - 1 otherwise, as
 `jax.nn.elu` (alpha 1) computes it, written for the CPU:
 
-- The negative branch is `exp(x) - 1`, not `expm1(x)`. XLA's CPU
-  backend (jaxlib 0.10) emits expm1 as a slower, non-fused polynomial: on a
-  [5120, 256] array after a LayerNorm, `jax.nn.elu` took ~2x the time of
-  this form. The two differ by at most one float32 ulp of 1 (1.2e-7,
-  absolute) where x is just below 0; elsewhere they agree to rounding.
+- The negative branch is `exp(x) - 1`, not `expm1(x)`. XLA's CPU backend
+  (jaxlib 0.10) computes expm1 at about twice exp's cost (on a [5120, 256]
+  array, 1.0-1.15 ms against 0.5). The two differ by at most one float32
+  ulp of 1 (1.2e-7, absolute) where x is just below 0.
 - The derivative is given (`jax.custom_jvp`): 1 for x > 0, exp(x) otherwise,
-  sharing the forward's exponential. Left to autodiff, the `where`/`min`
-  form's backward pass fused badly (a LayerNorm + ELU gradient at ~6x the
-  time of `jax.nn.elu`'s).
+  sharing the forward's exponential. Left to autodiff, the `where` form's
+  backward pass after a LayerNorm fused badly, at ~4.5x the time of
+  `jax.nn.elu`'s.
 
 MPO's critic scores 20 sampled actions at each of 256 next states through
-two LayerNorm + ELU layers on every update, so its update spends more time in
-the activation than in any product but the largest; this ELU makes that
-update ~6% faster on 2 CPU cores (`benchmarks/activation_cost.py`). Values
-and gradients equal `jax.nn.elu`'s to float32 rounding
-(tests/networks/test_activations.py); on accelerators the two cost the same.
+two LayerNorm + ELU layers on every update, the largest arrays its update
+touches. With this ELU a LayerNorm + ELU on [5120, 256] takes 0.66-0.78x
+the time forward and 0.70-0.83x with its backward pass, and MPO's whole
+update 0.91-0.95x, on 2 CPU cores (`benchmarks/activation_cost.py`,
+benchmarks/RESULTS.md). Values and gradients equal `jax.nn.elu`'s to
+float32 rounding, second derivatives included
+(tests/networks/test_activations.py).
 """
 
 import chex
