@@ -93,7 +93,11 @@ times the updates gave 564 at 200k on seed 0 against 356.
 
 Steps 1-4 share one set of target-critic evaluations, as Acme's MPO learner
 does: the policy is improved at the batch's bootstrap states s', which are
-replay states like any other.
+replay states like any other. Those evaluations (num_samples actions at
+each of the batch's next states) are most of an update's time on a CPU; the
+policy and critic torsos use ELU as Acme's do, through `networks.elu`
+(exp(x) - 1 where XLA's CPU backend would emit a slow expm1; ~0.89x the
+wall time of a default WalkerWalk run, benchmarks/RESULTS.md).
 
 Targets: with `target_update_period == 0` (default) both target networks
 track the online ones by Polyak averaging with `tau` after every update;
