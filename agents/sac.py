@@ -71,9 +71,10 @@ critics (SimbaV2, BRO: `critic_blocks`, `networks.ResidualMLP`; CrossQ:
 more CPU per update. At 1e-3 (DMC.md, 3 seeds, 500k): `utd1-lr1e-3`
 (`updates_per_iteration=8`) reaches 600 [537, 653] at 2.06x the CPU, its
 seeds' mean level with the default's until 320k and 10-31 above it after,
-and FingerSpin 729 [589, 963] against 689 at ~2.5x (ahead at every
-evaluation, yet each seed settles on its own level by ~150k, 589 / 637 /
-963, its critic at 0.71-0.82 of its policy's value);
+and FingerSpin 729 [589, 963] against 689 at ~2.5x (its mean above the
+default's at every evaluation but 280k, level, yet each seed settles on
+its own level by ~150k, 589 / 637 / 963, its critic at 0.71-0.82 of its
+policy's value);
 action repeat 2 (`ar2`) 578 [541, 603] at 2.5x. n_step stays 1:
 `n_step=3` trails at 1e-3 (CheetahRun 267 against 304 at 100k and 385
 against 470 at 240k, FingerSpin 454 against 582 at 100k), its critic no
