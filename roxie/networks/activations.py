@@ -15,9 +15,9 @@ https://arxiv.org/abs/1511.07289), x for x > 0 and exp(x) - 1 otherwise, as
 
 MPO's critic scores 20 sampled actions at each of 256 next states through
 two LayerNorm + ELU layers on every update, the largest arrays its update
-touches. With this ELU a LayerNorm + ELU on [5120, 256] takes 0.66-0.78x
-the time forward and 0.70-0.84x with its backward pass, and MPO's whole
-update 0.91-0.96x, on 2 CPU cores (`benchmarks/activation_cost.py`,
+touches. With this ELU a LayerNorm + ELU on [5120, 256] takes 0.66-0.76x
+the time forward and 0.70-0.83x with its backward pass, and MPO's whole
+update 0.93-0.96x, on 2 CPU cores (`benchmarks/activation_cost.py`,
 benchmarks/RESULTS.md). Values and gradients equal `jax.nn.elu`'s to
 float32 rounding, second derivatives included
 (tests/networks/test_activations.py).
