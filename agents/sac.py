@@ -74,8 +74,8 @@ seeds' mean level with the default's until 320k and 10-31 above it after,
 and FingerSpin 729 [589, 963] against 689 at ~2.5x (its mean above the
 default's at every evaluation but 280k, level, yet each seed settles on
 its own level by ~150k, 589 / 637 / 963, its critic at 0.71-0.82 of its
-policy's value);
-action repeat 2 (`ar2`) 578 [541, 603] at 2.5x. n_step stays 1:
+policy's value); action repeat 2 (`ar2`) 578 [541, 603] at 2.5x. n_step
+stays 1:
 `n_step=3` trails at 1e-3 (CheetahRun 267 against 304 at 100k and 385
 against 470 at 240k, FingerSpin 454 against 582 at 100k), its critic no
 closer to its policy's value; the replay's n-step sum is uncorrected and
