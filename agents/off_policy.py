@@ -118,6 +118,68 @@ def replay_recipe(name: str, config: ReplayConfig, init, act, update,
       warmup_steps=c.warmup_steps, policy=policy)
 
 
+# -- Observation statistics (a config's `normalize_observations`) -----------
+#
+# An off-policy update sees replay batches, not the env's stream, so the
+# running mean and variance are merged from each sampled batch's
+# observations: the statistics of what the critic trains on. They live in
+# the agent state (`obs_stats`, None when off: no leaves, so a state and a
+# checkpoint without normalisation are exactly what they were before the
+# option existed), and acting, the update's obs and next_obs, and exported
+# policies all standardise with them.
+
+
+def obs_stats_init(config: Any, spec: EnvSpec):
+  """The statistics a state starts with: None unless the config asks.
+
+  Args:
+    config: a recipe config; its `normalize_observations` (absent: False).
+    spec: the env spec (dict observations get statistics per float entry).
+  """
+  if not getattr(config, 'normalize_observations', False):
+    return None
+  return buffers.observation_normalizer_init(spec)
+
+
+def standardise(config: Any, stats, obs):
+  """obs as the networks read it: standardised and clipped, or unchanged."""
+  if stats is None:
+    return obs
+  return buffers.normalize(stats, obs, clip=config.obs_clip)
+
+
+def observe_batch(config: Any, stats, batch: Transition):
+  """(statistics merged with batch.obs, batch with obs and next_obs standardised).
+
+  Both observations are standardised with the merged statistics, so the
+  online and the target networks read the same scale within one update.
+  """
+  if stats is None:
+    return stats, batch
+  stats = buffers.normalizer_update(stats, batch.obs)
+  return stats, batch._replace(obs=standardise(config, stats, batch.obs),
+                               next_obs=standardise(config, stats,
+                                                    batch.next_obs))
+
+
+def stats_to_params(stats) -> Any:
+  """Statistics as plain dicts, for a policy's params (bundles hold dicts)."""
+  if stats is None:
+    return None
+  if isinstance(stats, dict):
+    return {k: v._asdict() for k, v in stats.items()}
+  return stats._asdict()
+
+
+def stats_from_params(params: Any):
+  """The inverse of `stats_to_params` (a policy's 'obs_stats', or None)."""
+  if params is None:
+    return None
+  if 'mean' in params:
+    return buffers.NormalizerState(**params)
+  return {k: buffers.NormalizerState(**v) for k, v in params.items()}
+
+
 @dataclasses.dataclass(frozen=True)
 class Config(ReplayConfig):
   """What every case shares; the defaults suit a 2-core CPU.

@@ -110,7 +110,7 @@ updates and 0.43x the CPU of the former).
 from __future__ import annotations
 
 import dataclasses
-from typing import NamedTuple, Optional, Tuple
+from typing import Any, NamedTuple, Optional, Tuple
 
 import haiku as hk
 import jax
@@ -147,6 +147,10 @@ class Config(off_policy.ReplayConfig):
   max_grad_norm: Optional[float] = None
   init_alpha: float = 0.1
   target_entropy: Optional[float] = None  # Default: -action_size.
+  # Observations standardised with running statistics of the replay's
+  # batches (`off_policy.observe_batch`), then clipped to +-obs_clip.
+  normalize_observations: bool = False
+  obs_clip: float = 10.
   # From pixels (dict observations only; see the module docstring): the
   # `pixels` field (`networks.PixelConfig`: encoder_channels,
   # encoder_strides, encoder_feature_size, encoder_pooling, encoder_tau and
@@ -181,6 +185,8 @@ class State(NamedTuple):
   critic_opt: optax.OptState
   alpha_opt: optax.OptState
   steps: jnp.ndarray  # [] int32 updates made.
+  # Running observation statistics (`normalize_observations`), else None.
+  obs_stats: Optional[Any] = None
 
 
 def _encoder(c: Config, spec: EnvSpec) -> networks.SharedEncoder:
@@ -200,10 +206,13 @@ def _actor_network(c: Config, spec: EnvSpec) -> hk.Transformed:
 def policy_params(state: State) -> hk.Params:
   """What acting needs from a trained state (`Recipe.policy.params`).
 
-  The actor's parameters, and from pixels the critic's (online) encoder.
+  The actor's parameters, from pixels the critic's (online) encoder, and
+  with `normalize_observations` the observation statistics.
   """
-  return networks.policy_params_with_encoder({'actor': state.actor},
-                                             state.critic)
+  params = {'actor': state.actor}
+  if state.obs_stats is not None:
+    params['obs_stats'] = off_policy.stats_to_params(state.obs_stats)
+  return networks.policy_params_with_encoder(params, state.critic)
 
 
 def make_policy(config: Config, spec: EnvSpec):
@@ -216,8 +225,14 @@ def make_policy(config: Config, spec: EnvSpec):
   """
   actor = _actor_network(config, spec)
   encoder = _encoder(config, spec)
-  return lambda params, obs: actor.apply(
-      params['actor'], networks.policy_input(encoder, params, obs)).mode()
+
+  def apply(params, obs):
+    obs = off_policy.standardise(config, off_policy.stats_from_params(
+        params.get('obs_stats')), obs)
+    return actor.apply(params['actor'],
+                       networks.policy_input(encoder, params, obs)).mode()
+
+  return apply
 
 
 def make(config: Config, spec: EnvSpec) -> Recipe:
@@ -254,14 +269,17 @@ def make(config: Config, spec: EnvSpec) -> Recipe:
                  actor_opt=actor_opt.init(actor_params),
                  critic_opt=critic_opt.init(critic_params),
                  alpha_opt=alpha_opt.init(log_alpha),
-                 steps=jnp.zeros((), jnp.int32))
+                 steps=jnp.zeros((), jnp.int32),
+                 obs_stats=off_policy.obs_stats_init(c, spec))
 
   def act(state: State, obs, key, *, explore: bool = True):
+    obs = off_policy.standardise(c, state.obs_stats, obs)
     dist = actor.apply(state.actor, critic.actor_input(state.critic, obs))
     return (dist.sample(key) if explore else dist.mode()), {}
 
   def update(state: State, batch: Transition, key):
     alpha = jnp.exp(state.log_alpha)
+    obs_stats, batch = off_policy.observe_batch(c, state.obs_stats, batch)
     # DrQ: from pixels each observation is shifted with its own key.
     (k_next, k_pi), (k_aug, k_aug_next) = critic.split_keys(key, 2, 2)
     obs = encoder.augment(k_aug, batch.obs)
@@ -325,7 +343,7 @@ def make(config: Config, spec: EnvSpec) -> Recipe:
         target_critic=target_critic,
         log_alpha=log_alpha, actor_opt=actor_opt_state,
         critic_opt=critic_opt_state, alpha_opt=alpha_opt_state,
-        steps=state.steps + 1)
+        steps=state.steps + 1, obs_stats=obs_stats)
     metrics = {'critic_loss': c_loss, 'actor_loss': a_loss,
                'alpha_loss': al_loss, 'alpha': alpha, 'q': jnp.mean(q),
                'entropy': -jnp.mean(logp)}
