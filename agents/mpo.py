@@ -145,7 +145,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import ClassVar, Mapping, NamedTuple, Optional, Tuple
+from typing import Any, ClassVar, Mapping, NamedTuple, Optional, Tuple
 
 import haiku as hk
 import jax
@@ -283,6 +283,8 @@ class State(NamedTuple):
   critic_opt: optax.OptState
   dual_opt: optax.OptState
   steps: jnp.ndarray  # [] int32 updates made.
+  # Running observation statistics (`normalize_observations`), else None.
+  obs_stats: Optional[Any] = None
 
 
 def _policy_network(c: Config, spec: EnvSpec) -> hk.Transformed:
@@ -299,10 +301,11 @@ def _policy_network(c: Config, spec: EnvSpec) -> hk.Transformed:
 def policy_params(state: State) -> hk.Params:
   """What acting needs from a trained state (`Recipe.policy.params`).
 
-  The policy's parameters, and from pixels the critic's (online) encoder.
+  The policy's parameters, from pixels the critic's (online) encoder, and
+  with `normalize_observations` the observation statistics.
   """
-  return networks.policy_params_with_encoder({'policy': state.policy},
-                                             state.critic)
+  return off_policy.with_obs_stats(networks.policy_params_with_encoder(
+      {'policy': state.policy}, state.critic), state)
 
 
 def make_policy(config: Config, spec: EnvSpec):
@@ -316,9 +319,10 @@ def make_policy(config: Config, spec: EnvSpec):
   """
   policy = _policy_network(config, spec)
   encoder = networks.observation_encoder(config, spec)
-  return lambda params, obs: jnp.clip(policy.apply(
-      params['policy'], networks.policy_input(encoder, params, obs)).mode(),
-                                      -1., 1.)
+  return off_policy.standardised_policy(config, lambda params, obs: jnp.clip(
+      policy.apply(params['policy'],
+                   networks.policy_input(encoder, params, obs)).mode(),
+      -1., 1.))
 
 
 def make(config: Config, spec: EnvSpec) -> Recipe:
@@ -362,15 +366,18 @@ def make(config: Config, spec: EnvSpec) -> Recipe:
                  critic=critic_params, target_critic=critic_params,
                  duals=duals, policy_opt=policy_opt.init(policy_params),
                  critic_opt=critic_opt.init(critic_params),
-                 dual_opt=dual_opt.init(duals), steps=jnp.zeros((), jnp.int32))
+                 dual_opt=dual_opt.init(duals), steps=jnp.zeros((), jnp.int32),
+                 obs_stats=off_policy.obs_stats_init(c, spec))
 
   def act(state: State, obs, key, *, explore: bool = True):
+    obs = off_policy.standardise(c, state.obs_stats, obs)
     dist = policy.apply(state.policy, critic.actor_input(state.critic, obs))
     action = dist.sample(key) if explore else dist.mode()
     return jnp.clip(action, -1., 1.), {}
 
   def update(state: State, batch: Transition, key):
     n = c.num_samples
+    obs_stats, batch = off_policy.observe_batch(c, state.obs_stats, batch)
     # DrQ: from pixels obs and next_obs are each randomly shifted.
     (key,), (k_aug,) = critic.split_keys(key, 1)
     batch = critic.augment(k_aug, batch)
@@ -461,7 +468,8 @@ def make(config: Config, spec: EnvSpec) -> Recipe:
         critic=critic_params, target_critic=follow_critic(
             critic_params, state.target_critic),
         duals=duals, policy_opt=policy_opt_state,
-        critic_opt=critic_opt_state, dual_opt=dual_opt_state, steps=steps)
+        critic_opt=critic_opt_state, dual_opt=dual_opt_state, steps=steps,
+        obs_stats=obs_stats)
 
     weights = out.e_step.weights  # [B, N]
     e_step_kl = jnp.mean(jnp.sum(weights * jnp.log(weights * n + 1e-12), -1))

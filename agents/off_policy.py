@@ -48,7 +48,7 @@ import jax.numpy as jnp
 import optax
 
 from roxie import buffers, losses, networks, optim
-from roxie.types import EnvSpec, Recipe, ReplaySpec, RunDefaults, Transition, check_spec
+from roxie.types import EnvSpec, Policy, Recipe, ReplaySpec, RunDefaults, Transition, check_spec
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,6 +76,11 @@ class ReplayConfig:
   n_step: int = 3
   discount: float = 0.99
   tau: float = 0.005
+  # Observations standardised with running statistics merged from the
+  # replay's batches (`observe_batch`), then clipped to +-obs_clip; flat
+  # vectors, or a dict observation's float vector entries (never images).
+  normalize_observations: bool = False
+  obs_clip: float = 10.
 
 
 # What `roxie train --obs pixels` starts every off-policy recipe from (each
@@ -118,15 +123,15 @@ def replay_recipe(name: str, config: ReplayConfig, init, act, update,
       warmup_steps=c.warmup_steps, policy=policy)
 
 
-# -- Observation statistics (a config's `normalize_observations`) -----------
+# -- Observation statistics (`ReplayConfig.normalize_observations`) --------
 #
 # An off-policy update sees replay batches, not the env's stream, so the
 # running mean and variance are merged from each sampled batch's
 # observations: the statistics of what the critic trains on. They live in
-# the agent state (`obs_stats`, None when off: no leaves, so a state and a
-# checkpoint without normalisation are exactly what they were before the
-# option existed), and acting, the update's obs and next_obs, and exported
-# policies all standardise with them.
+# the agent state (`obs_stats`; None when off, which has no leaves, so a
+# state and a checkpoint without normalisation are what they were before
+# the option existed). Acting, both observations of an update, and the
+# exported policy standardise with them.
 
 
 def obs_stats_init(config: Any, spec: EnvSpec):
@@ -134,7 +139,8 @@ def obs_stats_init(config: Any, spec: EnvSpec):
 
   Args:
     config: a recipe config; its `normalize_observations` (absent: False).
-    spec: the env spec (dict observations get statistics per float entry).
+    spec: the env spec (dict observations get statistics per float vector
+      entry; images pass through).
   """
   if not getattr(config, 'normalize_observations', False):
     return None
@@ -149,35 +155,53 @@ def standardise(config: Any, stats, obs):
 
 
 def observe_batch(config: Any, stats, batch: Transition):
-  """(statistics merged with batch.obs, batch with obs and next_obs standardised).
+  """(stats merged with batch.obs, batch with obs and next_obs standardised).
 
   Both observations are standardised with the merged statistics, so the
-  online and the target networks read the same scale within one update.
+  online and the target networks read one scale within an update.
   """
   if stats is None:
     return stats, batch
   stats = buffers.normalizer_update(stats, batch.obs)
-  return stats, batch._replace(obs=standardise(config, stats, batch.obs),
-                               next_obs=standardise(config, stats,
-                                                    batch.next_obs))
+  return stats, batch._replace(
+      obs=standardise(config, stats, batch.obs),
+      next_obs=standardise(config, stats, batch.next_obs))
 
 
-def stats_to_params(stats) -> Any:
-  """Statistics as plain dicts, for a policy's params (bundles hold dicts)."""
+def with_obs_stats(params: dict, state: Any) -> dict:
+  """A policy's params plus the state's statistics as dicts, if it keeps any.
+
+  Bundles hold dicts of arrays, so each `NormalizerState` goes in as its
+  `_asdict()` under 'obs_stats' (a dict of them for dict observations).
+  """
+  stats = getattr(state, 'obs_stats', None)
   if stats is None:
-    return None
+    return params
   if isinstance(stats, dict):
-    return {k: v._asdict() for k, v in stats.items()}
-  return stats._asdict()
+    stats = {k: v._asdict() for k, v in stats.items()}
+  else:
+    stats = stats._asdict()
+  return dict(params, obs_stats=stats)
 
 
-def stats_from_params(params: Any):
-  """The inverse of `stats_to_params` (a policy's 'obs_stats', or None)."""
-  if params is None:
-    return None
-  if 'mean' in params:
-    return buffers.NormalizerState(**params)
-  return {k: buffers.NormalizerState(**v) for k, v in params.items()}
+def standardised_policy(config: Any, apply: Callable) -> Callable:
+  """`apply(params, obs)` reading obs standardised by params['obs_stats'].
+
+  The exported policy's side of `with_obs_stats`: params without statistics
+  reach `apply` with obs unchanged.
+  """
+
+  def wrapped(params, obs):
+    stats = params.get('obs_stats')
+    if stats is None:
+      return apply(params, obs)
+    if 'mean' in stats:
+      stats = buffers.NormalizerState(**stats)
+    else:
+      stats = {k: buffers.NormalizerState(**v) for k, v in stats.items()}
+    return apply(params, standardise(config, stats, obs))
+
+  return wrapped
 
 
 @dataclasses.dataclass(frozen=True)
@@ -233,13 +257,26 @@ class State(NamedTuple):
   actor_opt: optax.OptState
   critic_opt: optax.OptState
   steps: jnp.ndarray  # [] int32 critic updates made; drives the noise schedule.
+  # Running observation statistics (`normalize_observations`), else None.
+  obs_stats: Optional[Any] = None
 
 
 # The deterministic policy's parts, which `make` puts in `Recipe.policy`
 # (every case's state holds `actor` and `critic`); module-level too, for
 # code that reads them from the module.
-policy_params = networks.deterministic_policy_params
-make_policy = networks.make_deterministic_policy
+def policy_params(state: Any) -> dict:
+  """What acting needs from a trained state (`Recipe.policy.params`).
+
+  `networks.deterministic_policy_params`, plus the observation statistics
+  where the state keeps them.
+  """
+  return with_obs_stats(networks.deterministic_policy_params(state), state)
+
+
+def make_policy(config: Any, spec: EnvSpec) -> Callable:
+  """`networks.make_deterministic_policy`, standardising as the state did."""
+  return standardised_policy(config,
+                             networks.make_deterministic_policy(config, spec))
 
 
 def critic_kwargs(config: Config, spec: EnvSpec) -> dict:
@@ -376,9 +413,11 @@ def make(config: Config, spec: EnvSpec, *, name: str,
                  target_actor=actor_params, target_critic=critic_params,
                  actor_opt=actor_opt.init(actor_params),
                  critic_opt=critic_opt.init(critic_params),
-                 steps=jnp.zeros((), jnp.int32))
+                 steps=jnp.zeros((), jnp.int32),
+                 obs_stats=obs_stats_init(c, spec))
 
   def act(state: State, obs, key, *, explore: bool = True):
+    obs = standardise(c, state.obs_stats, obs)
     action = actor.apply(state.actor,
                          net.actor_input(state.critic, obs)).action
     if not explore:
@@ -391,6 +430,8 @@ def make(config: Config, spec: EnvSpec, *, name: str,
 
   def update(state: State, batch: Transition, key):
     explore_std = noise_std(state.steps)
+    obs_stats, batch = observe_batch(c, state.obs_stats, batch)
+    state = state._replace(obs_stats=obs_stats)
     # From pixels the images are shifted; the key is split only where both
     # the shift and the smoothing noise need one.
     smooth_keys, (k_augment,) = net.split_keys(key, int(smoothing is not None))
@@ -468,4 +509,5 @@ def make(config: Config, spec: EnvSpec, *, name: str,
     return state, metrics
 
   return replay_recipe(name, c, init, act, update,
-                       networks.deterministic_policy(c, spec))
+                       Policy(params=policy_params,
+                              apply=make_policy(c, spec)))

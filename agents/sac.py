@@ -147,10 +147,6 @@ class Config(off_policy.ReplayConfig):
   max_grad_norm: Optional[float] = None
   init_alpha: float = 0.1
   target_entropy: Optional[float] = None  # Default: -action_size.
-  # Observations standardised with running statistics of the replay's
-  # batches (`off_policy.observe_batch`), then clipped to +-obs_clip.
-  normalize_observations: bool = False
-  obs_clip: float = 10.
   # From pixels (dict observations only; see the module docstring): the
   # `pixels` field (`networks.PixelConfig`: encoder_channels,
   # encoder_strides, encoder_feature_size, encoder_pooling, encoder_tau and
@@ -209,10 +205,8 @@ def policy_params(state: State) -> hk.Params:
   The actor's parameters, from pixels the critic's (online) encoder, and
   with `normalize_observations` the observation statistics.
   """
-  params = {'actor': state.actor}
-  if state.obs_stats is not None:
-    params['obs_stats'] = off_policy.stats_to_params(state.obs_stats)
-  return networks.policy_params_with_encoder(params, state.critic)
+  return off_policy.with_obs_stats(networks.policy_params_with_encoder(
+      {'actor': state.actor}, state.critic), state)
 
 
 def make_policy(config: Config, spec: EnvSpec):
@@ -225,14 +219,8 @@ def make_policy(config: Config, spec: EnvSpec):
   """
   actor = _actor_network(config, spec)
   encoder = _encoder(config, spec)
-
-  def apply(params, obs):
-    obs = off_policy.standardise(config, off_policy.stats_from_params(
-        params.get('obs_stats')), obs)
-    return actor.apply(params['actor'],
-                       networks.policy_input(encoder, params, obs)).mode()
-
-  return apply
+  return off_policy.standardised_policy(config, lambda params, obs: actor.apply(
+      params['actor'], networks.policy_input(encoder, params, obs)).mode())
 
 
 def make(config: Config, spec: EnvSpec) -> Recipe:

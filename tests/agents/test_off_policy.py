@@ -108,7 +108,13 @@ def test_state_fields_are_what_checkpoints_name(name):
   assert type(state) is MODULES[name].State
   assert state._fields == ('actor', 'critic', 'target_actor',
                            'target_critic', 'actor_opt', 'critic_opt',
-                           'steps')
+                           'steps', 'obs_stats')
+  # Without normalize_observations the statistics are None, which has no
+  # leaves: a checkpoint names what it named before the field existed.
+  assert state.obs_stats is None
+  paths = {jax.tree_util.keystr(p)
+           for p, _ in jax.tree_util.tree_flatten_with_path(state)[0]}
+  assert not any('obs_stats' in p for p in paths)
 
 
 @pytest.mark.parametrize('name', NAMES)
