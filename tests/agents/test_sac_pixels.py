@@ -106,6 +106,26 @@ def test_pixel_sac_state_act_and_exported_policy_agree():
                              rtol=1e-5, atol=1e-6)
 
 
+def test_normalize_observations_standardises_the_state_entry_only():
+  cfg = dataclasses.replace(CFG, normalize_observations=True)
+  recipe = sac.make(cfg, SPEC)
+  state = recipe.init(jax.random.PRNGKey(0), SPEC)
+  assert set(state.obs_stats) == {'state'}  # no statistics of the images
+  batch = _batch(jax.random.PRNGKey(1))
+  batch = batch._replace(obs=dict(batch.obs,
+                                  state=100. * batch.obs['state'] + 5.))
+  new, metrics = jax.jit(recipe.update)(state, batch, jax.random.PRNGKey(2))
+  assert all(np.isfinite(float(v)) for v in metrics.values())
+  stats = new.obs_stats['state']
+  np.testing.assert_allclose(stats.mean + stats.mean_lo,
+                             np.mean(batch.obs['state'], 0), rtol=1e-5)
+  mode, _ = recipe.act(new, batch.obs, jax.random.PRNGKey(3), explore=False)
+  params = sac.policy_params(new)
+  assert set(params) == {'actor', 'encoder', 'obs_stats'}
+  np.testing.assert_allclose(sac.make_policy(cfg, SPEC)(params, batch.obs),
+                             mode, rtol=1e-5, atol=1e-6)
+
+
 def test_pixel_update_trains_the_encoder_by_the_critic_loss_only():
   recipe = sac.make(CFG, SPEC)
   state = recipe.init(jax.random.PRNGKey(0), SPEC)
