@@ -195,7 +195,8 @@ def standardised_policy(config: Any, apply: Callable) -> Callable:
     stats = params.get('obs_stats')
     if stats is None:
       return apply(params, obs)
-    if 'mean' in stats:
+    # One NormalizerState's fields, or (dict observations) one per entry.
+    if set(stats) == set(buffers.NormalizerState._fields):
       stats = buffers.NormalizerState(**stats)
     else:
       stats = {k: buffers.NormalizerState(**v) for k, v in stats.items()}
