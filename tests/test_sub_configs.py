@@ -46,7 +46,8 @@ def test_config_json_keeps_its_flat_keys_in_their_order():
   # Fields added since the fixture was written come back at their defaults
   # (a run that predates them ran without them); the rest, in their order.
   added = {k: v for k, v in written.items() if k not in saved}
-  assert added == {'critic_blocks': 0, 'critic_width': 512}
+  assert added == {'critic_blocks': 0, 'critic_width': 512,
+                   'normalize_observations': False, 'obs_clip': 10.}
   assert {k: v for k, v in written.items() if k in saved} == saved
   assert [k for k in written if k in saved] == list(saved)
 

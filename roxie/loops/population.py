@@ -47,17 +47,17 @@ is traced per member by tests/loops/test_population_hparams.py; those of
 its `pixels` settings are not swept, since a population refuses pixels):
 
   ddpg  discount, tau, actor_lr, critic_lr, max_grad_norm, noise_start,
-        noise_end, saturation_weight, saturation_threshold
+        noise_end, saturation_weight, saturation_threshold, obs_clip
   td3   discount, tau, actor_lr, critic_lr, max_grad_norm, noise_start,
-        noise_end, target_noise, target_noise_clip
+        noise_end, target_noise, target_noise_clip, obs_clip
   d4pg  discount, tau, actor_lr, critic_lr, max_grad_norm, noise_start,
-        noise_end, v_min, v_max, critic_init_value
+        noise_end, v_min, v_max, critic_init_value, obs_clip
   td4   td3's and v_min, v_max, critic_init_value
   sac   discount, tau, actor_lr, critic_lr, alpha_lr, max_grad_norm,
-        init_alpha, target_entropy
+        init_alpha, target_entropy, obs_clip
   mpo   discount, tau, policy_lr, critic_lr, dual_lr, max_grad_norm,
         epsilon, epsilon_mean, epsilon_std, init_temperature,
-        init_alpha_mean, init_alpha_std, action_penalty_epsilon
+        init_alpha_mean, init_alpha_std, action_penalty_epsilon, obs_clip
   ppo   discount, gae_lambda, clip_epsilon, value_clip_epsilon,
         entropy_coef, learning_rate, target_kl, max_grad_norm,
         init_log_std, obs_clip
