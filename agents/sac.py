@@ -33,10 +33,10 @@ observations of an update and the exported policy. The DMC state vectors
 mix scales (FingerSpin pays only while the hinge turns at >= 15 rad/s, its
 fingertip features move by tenths), and the torsos' LayerNorm comes after
 the first layer, so a raw input on a larger scale can swamp the rest. At
-no CPU cost `benchmarks/run_cost.py` can measure, 3 seeds (variant `obsnorm` in DMC.md): CheetahRun 684
-against 570 at 500k (every seed above every default seed from 60k on) and
-FingerSpin 819 against 689 (977 / 618 / 861: one seed still
-settles near 600); at 100k CheetahRun 470 against 304, WalkerWalk 854
+no CPU cost `benchmarks/run_cost.py` can measure, 3 seeds (variant
+`obsnorm` in DMC.md): CheetahRun 684 against 570 at 500k (every seed
+above every default seed from 60k on) and FingerSpin 819 against 689
+(977 / 618 / 861: one seed still settles near 600); at 100k CheetahRun 470 against 304, WalkerWalk 854
 against 701, ReacherEasy 837 against 691, FingerSpin 637 against 582,
 CartpoleSwingup and BallInCup level (820 against 824, 959 against 968).
 It becomes the default once the other four tasks have run to 500k
