@@ -40,7 +40,7 @@ above every default seed from 60k on) and FingerSpin 819 against 689
 against 701, ReacherEasy 837 against 691, FingerSpin 637 against 582,
 CartpoleSwingup and BallInCup level (820 against 824, 959 against 968).
 CartpoleSwingup 865 against 861 at 500k. It becomes the default once
-ReacherEasy, WalkerWalk and BallInCup have run to 500k
+ReacherEasy and WalkerWalk have run to 500k (BallInCup: 968 against 972)
 (benchmarks/RESULTS.md, "Observations standardised").
 
 The learning rate, 1e-3 for actor and critic, is DrQ's for these tasks (the
