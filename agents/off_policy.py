@@ -171,17 +171,13 @@ def observe_batch(config: Any, stats, batch: Transition):
 def with_obs_stats(params: dict, state: Any) -> dict:
   """A policy's params plus the state's statistics as dicts, if it keeps any.
 
-  Bundles hold dicts of arrays, so each `NormalizerState` goes in as its
-  `_asdict()` under 'obs_stats' (a dict of them for dict observations).
+  Bundles hold dicts of arrays: the statistics go in under 'obs_stats' as
+  `buffers.normalizer_as_dict` writes them.
   """
   stats = getattr(state, 'obs_stats', None)
   if stats is None:
     return params
-  if isinstance(stats, dict):
-    stats = {k: v._asdict() for k, v in stats.items()}
-  else:
-    stats = stats._asdict()
-  return dict(params, obs_stats=stats)
+  return dict(params, obs_stats=buffers.normalizer_as_dict(stats))
 
 
 def standardised_policy(config: Any, apply: Callable) -> Callable:
@@ -195,12 +191,8 @@ def standardised_policy(config: Any, apply: Callable) -> Callable:
     stats = params.get('obs_stats')
     if stats is None:
       return apply(params, obs)
-    # One NormalizerState's fields, or (dict observations) one per entry.
-    if set(stats) == set(buffers.NormalizerState._fields):
-      stats = buffers.NormalizerState(**stats)
-    else:
-      stats = {k: buffers.NormalizerState(**v) for k, v in stats.items()}
-    return apply(params, standardise(config, stats, obs))
+    return apply(params, standardise(config, buffers.normalizer_from_dict(
+        stats), obs))
 
   return wrapped
 

@@ -200,7 +200,8 @@ def policy_params(state: State) -> Dict[str, Any]:
 
   The actor's parameters and the observation statistics it standardises with.
   """
-  return {'actor': state.actor, 'obs_stats': state.obs_stats._asdict()}
+  return {'actor': state.actor,
+          'obs_stats': buffers.normalizer_as_dict(state.obs_stats)}
 
 
 def make_policy(config: Config, spec: EnvSpec):
@@ -214,7 +215,7 @@ def make_policy(config: Config, spec: EnvSpec):
   actor = _actor_network(config, spec)
 
   def apply(params, obs):
-    stats = buffers.NormalizerState(**params['obs_stats'])
+    stats = buffers.normalizer_from_dict(params['obs_stats'])
     obs = _observe(config, stats, obs)
     return jnp.clip(actor.apply(params['actor'], obs).mode(), -1., 1.)
 

@@ -12,7 +12,9 @@ from roxie.buffers.noise import NoiseState
 from roxie.buffers.noise import ornstein_uhlenbeck_noise
 from roxie.buffers.noise import ou_stationary_stddev
 from roxie.buffers.normalizer import normalize
+from roxie.buffers.normalizer import normalizer_as_dict
 from roxie.buffers.normalizer import normalizer_count
+from roxie.buffers.normalizer import normalizer_from_dict
 from roxie.buffers.normalizer import normalizer_init
 from roxie.buffers.normalizer import normalizer_merge
 from roxie.buffers.normalizer import normalizer_update
@@ -43,7 +45,9 @@ __all__ = (
     'linear_schedule',
     'NoiseState',
     'normalize',
+    'normalizer_as_dict',
     'normalizer_count',
+    'normalizer_from_dict',
     'normalizer_init',
     'normalizer_merge',
     'normalizer_update',

@@ -100,6 +100,28 @@ def _by_entry(state, batch, fn):
           for k in batch.keys()}
 
 
+def normalizer_as_dict(state):
+  """Statistics as plain dicts of arrays, what policy bundles hold.
+
+  Args:
+    state: a `NormalizerState`, or a dict of them (dict observations).
+
+  Returns:
+    Its fields as a dict, or a dict of such dicts; `normalizer_from_dict`
+    reads either back.
+  """
+  if isinstance(state, dict):
+    return {k: v._asdict() for k, v in state.items()}
+  return state._asdict()
+
+
+def normalizer_from_dict(d: Dict[str, Any]):
+  """The statistics `normalizer_as_dict` wrote: one state, or a dict of them."""
+  if set(d) == set(NormalizerState._fields):
+    return NormalizerState(**d)
+  return {k: NormalizerState(**v) for k, v in d.items()}
+
+
 def normalizer_count(state: NormalizerState) -> Array:
   """[] float32 number of samples seen (rounded; `state.count` is exact)."""
   high, low = state.count[0], state.count[1]

@@ -152,3 +152,21 @@ def test_dict_observations_normalise_vectors_only():
   assert isinstance(flat, buffers.NormalizerState) and flat.mean.shape == (3,)
   with pytest.raises(ValueError, match='for dict observations'):
     buffers.normalize(stats, batch['state'])
+
+
+def test_as_dict_round_trips_one_state_and_a_dict_of_them():
+  one = buffers.normalizer_update(buffers.normalizer_init(3),
+                                  jnp.arange(12.).reshape(4, 3))
+  flat = buffers.normalizer_as_dict(one)
+  assert sorted(flat) == sorted(buffers.NormalizerState._fields)
+  back = buffers.normalizer_from_dict(flat)
+  assert isinstance(back, buffers.NormalizerState)
+  for a, b in zip(back, one):
+    np.testing.assert_array_equal(a, b)
+  by_entry = {'state': one, 'sensors': buffers.normalizer_init(2)}
+  nested = buffers.normalizer_as_dict(by_entry)
+  assert sorted(nested) == ['sensors', 'state']
+  back = buffers.normalizer_from_dict(nested)
+  assert sorted(back) == ['sensors', 'state']
+  np.testing.assert_array_equal(back['state'].mean, one.mean)
+  assert back['sensors'].mean.shape == (2,)
