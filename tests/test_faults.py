@@ -291,6 +291,8 @@ def test_eval_and_export_refuse_a_non_finite_policy(run_copy, tmp_path,
     ('replay_capacity=10', 'replay_capacity (10) must be >= batch_size'),
     ('hidden_sizes=', 'hidden_sizes must not be empty'),
     ('critic_lr=nan', 'critic_lr must be a finite number'),
+    # Would clip every standardised input to one value.
+    ('obs_clip=0', 'obs_clip must be > 0'),
 ])
 def test_bad_config_values_exit_2_and_write_nothing(tmp_path, capsys,
                                                     setting, needle):
@@ -316,6 +318,9 @@ def test_validate_from_python():
     config_lib.validate(config_lib.apply_overrides(
         ppo.Config(), {'rollout_length': 5, 'num_minibatches': 2}),
         num_envs=3)
+  with pytest.raises(config_lib.ConfigError, match='obs_clip must be > 0'):
+    config_lib.validate(config_lib.apply_overrides(ppo.Config(),
+                                                   {'obs_clip': -1.}))
   # Without the run's num_envs the relation is not checked.
   config_lib.validate(config_lib.apply_overrides(
       ppo.Config(), {'rollout_length': 5, 'num_minibatches': 2}))
