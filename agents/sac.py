@@ -26,8 +26,9 @@ against 948), are short within the interval on ReacherEasy (916; seeds 785,
 FingerSpin (689; 829, 674, 563, against 923) and CheetahRun (570 against
 795).
 
-Standardised observations (`normalize_observations=True`, every off-policy
-recipe's option, off by default; `off_policy.observe_batch`): running
+Standardised observations (`normalize_observations`, SAC's default since
+2026-12-06, an option, off by default, of the other off-policy recipes;
+`off_policy.observe_batch`): running
 statistics merged from each replay batch, applied to acting, both
 observations of an update and the exported policy. The DMC state vectors
 mix scales (FingerSpin pays only while the hinge turns at >= 15 rad/s, its
@@ -127,7 +128,7 @@ updates and 0.43x the CPU of the former).
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, NamedTuple, Optional, Tuple
+from typing import Any, ClassVar, Mapping, NamedTuple, Optional, Tuple
 
 import haiku as hk
 import jax
@@ -164,6 +165,14 @@ class Config(off_policy.ReplayConfig):
   max_grad_norm: Optional[float] = None
   init_alpha: float = 0.1
   target_entropy: Optional[float] = None  # Default: -action_size.
+  # Observations standardised by running statistics of the replay's
+  # batches (`off_policy.observe_batch`; the module docstring has the
+  # evidence). Off by default for the other off-policy recipes.
+  normalize_observations: bool = True
+  # What a config.json or policy bundle without the field means (`roxie.
+  # config.from_dict`): runs written before the field trained without it.
+  ABSENT_MEANS: ClassVar[Mapping[str, bool]] = {
+      'normalize_observations': False}
   # From pixels (dict observations only; see the module docstring): the
   # `pixels` field (`networks.PixelConfig`: encoder_channels,
   # encoder_strides, encoder_feature_size, encoder_pooling, encoder_tau and
@@ -184,9 +193,10 @@ RUN_DEFAULTS = RunDefaults(num_envs=8, total_steps=150_000, action_repeat=4)
 # still wins): the off-policy recipes' shared settings from pixels (DrQ's
 # for the DeepMind Control tasks, scaled to a 2-core CPU; see
 # `off_policy.PIXEL_RUN_DEFAULTS`), with DrQ's actor and temperature learning
-# rates.
+# rates, and the observations as they come (standardising would touch only
+# a `pixels+state` run's state vector; the pixel rows were measured without).
 PIXEL_DEFAULTS = dict(off_policy.PIXEL_RUN_DEFAULTS, actor_lr=1e-3,
-                      alpha_lr=1e-3)
+                      alpha_lr=1e-3, normalize_observations=False)
 
 
 class State(NamedTuple):

@@ -64,8 +64,10 @@ def test_bundle_layout_and_metadata(bundle):
   assert meta['training']['env_steps'] == 400
   with np.load(os.path.join(bundle, 'policy.npz')) as data:
     names = data.files
-  # Actor parameters only: no critic, target or optimiser state.
-  assert names and all(n.startswith('actor:') for n in names)
+  # Actor parameters and the observation statistics SAC's default keeps
+  # only: no critic, target or optimiser state.
+  assert any(n.startswith('actor:') for n in names)
+  assert {n.split(':')[0] for n in names} == {'actor', 'obs_stats'}
   assert meta['params']['num_parameters'] == sum(
       np.load(os.path.join(bundle, 'policy.npz'))[n].size for n in names)
 
@@ -182,12 +184,12 @@ def test_every_agent_exports_a_policy_matching_its_act(agent, tmp_path):
                              spec) is recipe.policy
   state = recipe.init(jax.random.PRNGKey(3), spec)
   # A state whose outputs are not all ~0 (fresh heads start tiny), and for
-  # PPO observation statistics that are not the identity.
+  # PPO and SAC observation statistics that are not the identity.
   state = jax.tree.map(
       lambda x: x + 0.05 * jax.random.normal(jax.random.PRNGKey(1), x.shape,
                                              x.dtype)
       if jax.numpy.issubdtype(x.dtype, jax.numpy.floating) else x, state)
-  if agent == 'ppo':
+  if agent in ('ppo', 'sac'):  # Those whose defaults standardise.
     from roxie import buffers  # pylint: disable=g-import-not-at-top
     state = state._replace(obs_stats=buffers.normalizer_update(
         state.obs_stats, 2. + 3. * jax.random.normal(
@@ -202,7 +204,7 @@ def test_every_agent_exports_a_policy_matching_its_act(agent, tmp_path):
   policy = export.policy_from_run(str(run_dir))  # Also checks against act.
   assert policy.agent == agent
   assert all(isinstance(v, dict) for v in policy.params.values())
-  assert ('obs_stats' in policy.params) == (agent == 'ppo')
+  assert ('obs_stats' in policy.params) == (agent in ('ppo', 'sac'))
   obs = 2. + 3. * np.random.default_rng(5).normal(size=(4, spec.obs_size))
   expected, _ = recipe.act(state, obs, jax.random.PRNGKey(0), explore=False)
   got = policy(obs)
@@ -283,7 +285,7 @@ def test_an_agent_with_only_module_hooks_still_exports(tmp_path, monkeypatch):
                            eval_episodes=1)
   assert meta['agent'] == 'sac'
   with np.load(tmp_path / 'bundle' / 'policy.npz') as data:
-    assert data.files and all(n.startswith('actor:') for n in data.files)
+    assert {n.split(':')[0] for n in data.files} == {'actor', 'obs_stats'}
   policy = export.load_policy(str(tmp_path / 'bundle'))
   obs = np.random.default_rng(0).normal(size=(3, spec.obs_size))
   expected, _ = sac.make(cfg, spec).act(state, obs, jax.random.PRNGKey(0),

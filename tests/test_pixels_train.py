@@ -64,9 +64,12 @@ def test_pixel_run_folder_checkpoint_resume_and_export(tmp_path, gl_backend):
   # Resume (the replay of frames is checkpointed) and extend the run.
   resumed = run.resume(out, steps=240, verbose=False)
   assert resumed.resumed_from == 160 and resumed.env_steps == 240
-  # The policy exports with its encoder and agrees with the recipe.
+  # The policy exports with its encoder and agrees with the recipe. From
+  # Python the Config's defaults hold (the CLI's --obs pixels would turn
+  # normalize_observations off), so the state entry's statistics go too.
   policy = export.policy_from_run(out, check=True)
-  assert set(policy.params) == {'actor', 'encoder'}
+  assert set(policy.params) == {'actor', 'encoder', 'obs_stats'}
+  assert set(policy.params['obs_stats']) == {'state'}
   spec = export._spec_from_dict(json.loads(json.dumps(
       export._spec_to_dict(policy.spec))))
   assert spec == policy.spec

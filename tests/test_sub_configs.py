@@ -44,7 +44,9 @@ def test_config_json_keeps_its_flat_keys_in_their_order():
   assert cfg.hidden_sizes == (16, 16) and cfg.replay_capacity == 64
   written = config_lib.to_dict(cfg)
   # Fields added since the fixture was written come back at their defaults
-  # (a run that predates them ran without them); the rest, in their order.
+  # (a run that predates them ran without them), or at what the Config's
+  # ABSENT_MEANS says their absence means (SAC's normalize_observations,
+  # now True by default); the rest, in their order.
   added = {k: v for k, v in written.items() if k not in saved}
   assert added == {'critic_blocks': 0, 'critic_width': 512,
                    'normalize_observations': False, 'obs_clip': 10.}
