@@ -41,13 +41,13 @@ CheetahRun 684 against 570 (every seed above every raw seed from 60k
 on), FingerSpin 819 against 689, ReacherEasy 977 against 916,
 CartpoleSwingup 865 against 861, BallInCup 968 against 972, and WalkerWalk
 908 against 959; at 100k CheetahRun 470 against 304, WalkerWalk 797
-against 701 (6 seeds), ReacherEasy 837 against 691, FingerSpin 637
+against 769 (6 seeds each), ReacherEasy 837 against 691, FingerSpin 637
 against 582, CartpoleSwingup 820 against 824, BallInCup 959 against 968.
 Return / CURL IQM 0.98 [0.96, 1.01] against 0.95 [0.92, 0.99] at 500k,
-0.93 [0.87, 1.00] against 0.85 [0.76, 0.93] at 100k. WalkerWalk is what
+0.93 [0.87, 1.00] against 0.89 [0.80, 0.94] at 100k. WalkerWalk is what
 it costs: standardised, most seeds settle on a lower, crouched gait
-(at 160k 4 of 6 seeds at 810-850, where the 3 raw seeds were at
-914-941; seed 0's mean torso height 1.11 against seed 2's 1.24 at 300k), and
+(at 160k 4 of 6 seeds at 810-850, where 5 of 6 raw seeds were
+above 910; seed 0's mean torso height 1.11 against seed 2's 1.24 at 300k), and
 climb from it slowly (858 and 894 at 500k); no input is clipped and the
 statistics match the policy's own observations, so it is not a scale
 artefact (benchmarks/RESULTS.md, "Standardised observations become SAC's
