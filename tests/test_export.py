@@ -64,9 +64,8 @@ def test_bundle_layout_and_metadata(bundle):
   assert meta['training']['env_steps'] == 400
   with np.load(os.path.join(bundle, 'policy.npz')) as data:
     names = data.files
-  # Actor parameters and the observation statistics SAC's default keeps
-  # only: no critic, target or optimiser state.
-  assert any(n.startswith('actor:') for n in names)
+  # The actor's parameters and the observation statistics (SAC's default
+  # standardises) only: no critic, target or optimiser state.
   assert {n.split(':')[0] for n in names} == {'actor', 'obs_stats'}
   assert meta['params']['num_parameters'] == sum(
       np.load(os.path.join(bundle, 'policy.npz'))[n].size for n in names)
