@@ -27,8 +27,8 @@ against 923), are short within the interval on FingerSpin (819; seeds
 against 795). Return / CURL, IQM over the six: 0.98 [0.96, 1.01] at 500k,
 0.93 [0.87, 1.00] at 100k.
 
-Standardised observations (`normalize_observations`, SAC's default since
-2026-12-06, an option, off by default, of the other off-policy recipes;
+Standardised observations (`normalize_observations`, SAC's and D4PG's default
+since 2026-12-06, an option of the other off-policy recipes;
 `off_policy.observe_batch`): running statistics merged from each replay
 batch, applied to acting, both observations of an update and the exported
 policy. The DMC state vectors mix scales (FingerSpin pays only while the
@@ -178,7 +178,8 @@ class Config(off_policy.ReplayConfig):
   target_entropy: Optional[float] = None  # Default: -action_size.
   # Observations standardised by running statistics of the replay's
   # batches (`off_policy.observe_batch`; the module docstring has the
-  # evidence). Off by default for the other off-policy recipes.
+  # evidence). On by default for D4PG too, off for the other off-policy
+  # recipes.
   normalize_observations: bool = True
   # What a config.json or policy bundle without the field means (`roxie.
   # config.from_dict`): runs written before the field trained without it.

@@ -183,12 +183,12 @@ def test_every_agent_exports_a_policy_matching_its_act(agent, tmp_path):
                              spec) is recipe.policy
   state = recipe.init(jax.random.PRNGKey(3), spec)
   # A state whose outputs are not all ~0 (fresh heads start tiny), and for
-  # PPO and SAC observation statistics that are not the identity.
+  # PPO, SAC and D4PG observation statistics that are not the identity.
   state = jax.tree.map(
       lambda x: x + 0.05 * jax.random.normal(jax.random.PRNGKey(1), x.shape,
                                              x.dtype)
       if jax.numpy.issubdtype(x.dtype, jax.numpy.floating) else x, state)
-  if agent in ('ppo', 'sac'):  # Those whose defaults standardise.
+  if agent in ('ppo', 'sac', 'd4pg'):  # Those whose defaults standardise.
     from roxie import buffers  # pylint: disable=g-import-not-at-top
     state = state._replace(obs_stats=buffers.normalizer_update(
         state.obs_stats, 2. + 3. * jax.random.normal(
@@ -203,7 +203,7 @@ def test_every_agent_exports_a_policy_matching_its_act(agent, tmp_path):
   policy = export.policy_from_run(str(run_dir))  # Also checks against act.
   assert policy.agent == agent
   assert all(isinstance(v, dict) for v in policy.params.values())
-  assert ('obs_stats' in policy.params) == (agent in ('ppo', 'sac'))
+  assert ('obs_stats' in policy.params) == (agent in ('ppo', 'sac', 'd4pg'))
   obs = 2. + 3. * np.random.default_rng(5).normal(size=(4, spec.obs_size))
   expected, _ = recipe.act(state, obs, jax.random.PRNGKey(0), explore=False)
   got = policy(obs)

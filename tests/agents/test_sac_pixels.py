@@ -217,11 +217,13 @@ def test_pixel_sac_runs_in_the_compiled_loop_and_the_evaluator():
 def test_dpg_recipes_train_from_pixels_through_the_shared_helper(name):
   from roxie.agents import get_agent  # pylint: disable=g-import-not-at-top
   module = get_agent(name)
+  # Raw observations, as `--obs pixels` sets (PIXEL_DEFAULTS; D4PG's Config
+  # standardises by default).
   cfg = config_lib.apply_overrides(module.Config(), dict(
       hidden_sizes=(16, 16), batch_size=8,
       encoder_channels=(4, 4), encoder_strides=(2, 2), encoder_feature_size=8,
       replay_capacity=400, warmup_steps=16,
-      updates_per_iteration=1))
+      updates_per_iteration=1, normalize_observations=False))
   recipe = module.make(cfg, SPEC)
   state = recipe.init(jax.random.PRNGKey(0), SPEC)
   assert set(state.critic) == {'encoder', 'q'}
