@@ -35,7 +35,8 @@ owed (benchmarks/RESULTS.md, "D4PG at DrQ's learning rate on
 standardised observations").
 The critic keeps up with its faster policy (on CheetahRun at 100k its mean
 Q is 0.80-0.96 of the discounted value of the evaluation return,
-`benchmarks/dmc_metrics.py`), and a run costs the same CPU per env step.
+`benchmarks/dmc_metrics.py`). Neither change adds work to an update
+(standardising cost SAC nothing `benchmarks/run_cost.py` could measure).
 
 This file states only the critic, its target and loss; init, act, the
 update's skeleton, exploration, replay and pixels are `off_policy.make`'s.
