@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import ClassVar, Mapping
 
 import jax
 import jax.numpy as jnp
@@ -55,9 +54,10 @@ from roxie import losses, networks
 from roxie.agents import off_policy
 from roxie.types import EnvSpec, Recipe
 
-# The state, the run defaults and the export hooks are the skeleton's.
+# The state, the run defaults (also from pixels, which keep observations
+# raw) and the export hooks are the skeleton's.
 from roxie.agents.off_policy import (  # pylint: disable=unused-import
-    RUN_DEFAULTS, State, make_policy, policy_params)
+    PIXEL_DEFAULTS, RUN_DEFAULTS, State, make_policy, policy_params)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,22 +71,10 @@ class Config(off_policy.CategoricalConfig):
   """
   actor_lr: float = 1e-3
   critic_lr: float = 1e-3
+  # Absent from a saved config: False (`off_policy.ReplayConfig.
+  # ABSENT_MEANS`); the learning rates were always written, so old runs
+  # keep theirs.
   normalize_observations: bool = True
-  # What a config.json or policy bundle without the field means (`roxie.
-  # config.from_dict`): runs written before the field trained without it.
-  # (The learning rates were always written, so old runs keep theirs.)
-  ABSENT_MEANS: ClassVar[Mapping[str, bool]] = {
-      'normalize_observations': False}
-
-
-# What `roxie train --obs pixels` changes in the defaults above (`--set`
-# still wins): the off-policy recipes' shared ones
-# (`off_policy.PIXEL_DEFAULTS`: DrQ's learning rates among them), with the
-# observations as they come: standardising would touch only a
-# `pixels+state` run's state vector, and the pixel rows were measured
-# without it.
-PIXEL_DEFAULTS = dict(off_policy.PIXEL_DEFAULTS,
-                      normalize_observations=False)
 
 
 def make(config: Config, spec: EnvSpec) -> Recipe:

@@ -229,7 +229,8 @@ class Config(off_policy.ReplayConfig):
   # 2026-12-04, see the module docstring).
   dual_transform: str = 'softplus'
   # What a config.json or policy bundle without the field means (`roxie.
-  # config.from_dict`): runs written before the field trained with 'exp'.
+  # config.from_dict`; adds to `off_policy.ReplayConfig.ABSENT_MEANS`): runs
+  # written before the field trained with 'exp'.
   ABSENT_MEANS: ClassVar[Mapping[str, str]] = {'dual_transform': 'exp'}
   # Out-of-bounds action penalty (second objective; 0 turns it off).
   action_penalty_epsilon: float = 1e-3

@@ -40,7 +40,8 @@ shifted (DrQ). Flat observations pass through unchanged.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, NamedTuple, Optional, Tuple
+from typing import (Any, Callable, ClassVar, Mapping, NamedTuple, Optional,
+                    Tuple)
 
 import haiku as hk
 import jax
@@ -81,6 +82,12 @@ class ReplayConfig:
   # vectors, or a dict observation's float vector entries (never images).
   normalize_observations: bool = False
   obs_clip: float = 10.
+  # What a config.json or policy bundle without the field means (`roxie.
+  # config.from_dict`; a recipe's own ABSENT_MEANS adds to this): runs
+  # written before the field trained on raw observations, whatever the
+  # recipe's default is now (SAC's and D4PG's standardise).
+  ABSENT_MEANS: ClassVar[Mapping[str, bool]] = {
+      'normalize_observations': False}
 
 
 # What `roxie train --obs pixels` starts every off-policy recipe from (each
@@ -102,6 +109,10 @@ PIXEL_RUN_DEFAULTS = {
     'tau': 0.01,
     'action_repeat': 8,
     'total_steps': 100_000,
+    # Observations as they come, whatever a recipe's default: standardising
+    # would touch only a `pixels+state` run's state vector, and the pixel
+    # rows were measured without it.
+    'normalize_observations': False,
 }
 
 

@@ -139,7 +139,7 @@ updates and 0.43x the CPU of the former).
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, ClassVar, Mapping, NamedTuple, Optional, Tuple
+from typing import Any, NamedTuple, Optional, Tuple
 
 import haiku as hk
 import jax
@@ -180,11 +180,7 @@ class Config(off_policy.ReplayConfig):
   # batches (`off_policy.observe_batch`; the module docstring has the
   # evidence). On by default for D4PG too, off for the other off-policy
   # recipes.
-  normalize_observations: bool = True
-  # What a config.json or policy bundle without the field means (`roxie.
-  # config.from_dict`): runs written before the field trained without it.
-  ABSENT_MEANS: ClassVar[Mapping[str, bool]] = {
-      'normalize_observations': False}
+  normalize_observations: bool = True  # Absent from a saved config: False.
   # From pixels (dict observations only; see the module docstring): the
   # `pixels` field (`networks.PixelConfig`: encoder_channels,
   # encoder_strides, encoder_feature_size, encoder_pooling, encoder_tau and
@@ -204,11 +200,10 @@ RUN_DEFAULTS = RunDefaults(num_envs=8, total_steps=150_000, action_repeat=4)
 # What `roxie train --obs pixels` changes in the defaults above (`--set`
 # still wins): the off-policy recipes' shared settings from pixels (DrQ's
 # for the DeepMind Control tasks, scaled to a 2-core CPU; see
-# `off_policy.PIXEL_RUN_DEFAULTS`), with DrQ's actor and temperature learning
-# rates, and the observations as they come (standardising would touch only
-# a `pixels+state` run's state vector; the pixel rows were measured without).
+# `off_policy.PIXEL_RUN_DEFAULTS`: raw observations among them), with DrQ's
+# actor and temperature learning rates.
 PIXEL_DEFAULTS = dict(off_policy.PIXEL_RUN_DEFAULTS, actor_lr=1e-3,
-                      alpha_lr=1e-3, normalize_observations=False)
+                      alpha_lr=1e-3)
 
 
 class State(NamedTuple):

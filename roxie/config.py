@@ -204,9 +204,13 @@ def from_dict(config_cls: Any, values: Mapping[str, Any]) -> Any:
   lists in `ABSENT_MEANS` (a mapping, field name -> value) and `values`
   lacks takes that value rather than the default: a field added later, or
   whose default changed, reads what runs written before it trained with.
+  The mappings of the class and its bases are merged (a subclass's entry
+  wins), so a recipe's own entries add to its base's.
   """
   from roxie.types import RUN_SETTINGS  # pylint: disable=g-import-not-at-top
-  absent = getattr(config_cls, 'ABSENT_MEANS', {})
+  absent = {}
+  for klass in reversed(config_cls.__mro__):
+    absent.update(vars(klass).get('ABSENT_MEANS', {}))
   values = {**{k: v for k, v in absent.items() if k not in values}, **values}
   hints = typing.get_type_hints(config_cls)
   subs = sub_configs(config_cls)

@@ -136,3 +136,28 @@ def test_a_population_refuses_to_sweep_a_pixel_setting_by_name():
   with pytest.raises(ValueError, match=r'encoder_tau \(of Config.pixels\) '
                      'cannot differ per member'):
     population.check_hparams(sac.Config(), {'encoder_tau': (0.05, 0.1)}, 2)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Base:
+  a: int = 0
+  ABSENT_MEANS = {'a': 1}
+
+
+@dataclasses.dataclass(frozen=True)
+class _Recipe(_Base):
+  a: int = 5  # The default changed; a saved config without it trained 1.
+  b: int = 0
+  ABSENT_MEANS = {'b': 2}
+
+
+def test_absent_means_of_a_class_and_its_bases_are_merged():
+  # A recipe's own entries add to its base's (off_policy.ReplayConfig's
+  # normalize_observations beside MPO's dual_transform); given values win.
+  assert config_lib.from_dict(_Recipe, {}) == _Recipe(a=1, b=2)
+  assert config_lib.from_dict(_Recipe, {'a': 7}) == _Recipe(a=7, b=2)
+  assert config_lib.from_dict(_Base, {}) == _Base(a=1)
+  assert config_lib.from_dict(mpo.Config, {}).dual_transform == 'exp'
+  for module in (sac, d4pg):
+    assert config_lib.from_dict(module.Config,
+                                {}).normalize_observations is False
