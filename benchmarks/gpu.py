@@ -70,6 +70,15 @@ joined and installed there before the run.) Sizes measured with `pip
 download --python-version 3.12 --platform manylinux_2_28_x86_64` on
 2026-12-01.
 
+The TPU image (tpu-v5e: Python 3.11 with JAX 0.10.2, numpy and scipy, and
+neither chex nor optax) takes `--prepare-wheels .whl --image tpu`: cp311
+wheels of the same list plus what that image lacks (`TPU_EXTRA_WHEELS`),
+46 MiB with dm-control trimmed, and `IMAGES['tpu']['command']` there. On one
+TPU v5e (2026-12-06) every MJX item overran its limit: compiling the
+HumanoidWalk scan took 125 s, and it stepped 3,100 env steps/s at 128 envs,
+no more than the native backend on 2 CPU cores (benchmarks/RESULTS.md, "MJX
+on one TPU v5e"); the limits here are set for a GPU.
+
   bash benchmarks/gpu.sh                          # on the GPU machine
   python benchmarks/gpu.py --smoke --out /tmp/gpu.json   # anywhere, ~1 min
   python benchmarks/gpu.py --budget-s 300 --only mjx_physics.jax,train.sac
@@ -258,11 +267,16 @@ def item_limit(items: Sequence[Item], index: int, remaining: float
 
 # ------------------------------------------------- wheels for the GPU machine
 
-# What the GPU machine's image lacks of what roxie imports (KINDS.md's
-# package list against the modules a HumanoidWalk MJX run loads), as cp312
-# wheels; versions are pinned to this environment's, the ones tested here.
+# What each device image lacks of what roxie imports (KINDS.md's package
+# lists against the modules a HumanoidWalk MJX run loads), as wheels for the
+# image's Python; versions are pinned to this environment's, the ones tested
+# here. The GPU image has chex, optax, absl-py and lxml; the TPU image
+# (tpu-v5e) has JAX 0.10.2, numpy and scipy and little else.
 DEVICE_WHEELS = ('mujoco', 'mujoco-mjx', 'dm-control', 'dm-haiku', 'jmp',
                  'dm-tree', 'dm-env', 'trimesh', 'glfw')
+TPU_EXTRA_WHEELS = ('chex', 'optax', 'absl-py', 'toolz', 'etils',
+                    'cloudpickle', 'tabulate', 'typing_extensions', 'wrapt',
+                    'Pygments', 'lxml')
 # dm_control's 56 MB wheel is mostly locomotion and manipulation assets;
 # roxie reads the suite's model files through these subpackages alone.
 DM_CONTROL_KEEP = ('dm_control/__init__.py', 'dm_control/_render/',
@@ -274,10 +288,34 @@ CARRY_LIMIT = 64 * 2**20  # bytes one device call may carry
 _PLATFORMS = ('manylinux_2_28_x86_64', 'manylinux_2_27_x86_64',
               'manylinux_2_17_x86_64', 'manylinux2014_x86_64',
               'manylinux1_x86_64')
-DEVICE_COMMAND = (
-    'python3 -m pip install -q --no-index --no-deps --no-compile '
-    '--no-cache-dir --upgrade --target /tmp/site .whl/*.whl && export '
-    'PYTHONPATH=/tmp/site || exit; bash benchmarks/gpu.sh')
+_INSTALL = ('python3 -m pip install -q --no-index --no-deps --no-compile '
+            '--no-cache-dir --upgrade --target /tmp/site .whl/*.whl')
+# The image's Python, the wheels it lacks, and the command to run there. On
+# the TPU image pip must ignore the machine's config (its index is local) and
+# the wheels go after the image's own folder on PYTHONPATH, so that its JAX
+# stays first.
+IMAGES = {
+    'gpu': dict(python='3.12', wheels=DEVICE_WHEELS,
+                command=f'{_INSTALL} && export PYTHONPATH=/tmp/site || exit; '
+                'bash benchmarks/gpu.sh'),
+    'tpu': dict(python='3.11', wheels=DEVICE_WHEELS + TPU_EXTRA_WHEELS,
+                command='PIP_CONFIG_FILE=/dev/null ' + _INSTALL.replace(
+                    'install -q', 'install --isolated -q') + ' && '
+                'export PYTHONPATH=$PYTHONPATH:/tmp/site || exit; '
+                'bash benchmarks/gpu.sh'),
+}
+DEVICE_COMMAND = IMAGES['gpu']['command']
+
+
+def download_command(folder: str, image: str, pins: Sequence[str]
+                     ) -> List[str]:
+  """The `pip download` of `pins` as binary wheels for `image`'s Python."""
+  cmd = [sys.executable, '-m', 'pip', 'download', '-q', '--no-deps',
+         '--only-binary=:all:', '--python-version', IMAGES[image]['python'],
+         '--implementation', 'cp', '-d', folder]
+  for plat in _PLATFORMS:
+    cmd += ['--platform', plat]
+  return cmd + list(pins)
 
 
 def trim_wheel(path: str, keep: Sequence[str], drop: Sequence[str] = ()
@@ -324,23 +362,20 @@ def trim_wheel(path: str, keep: Sequence[str], drop: Sequence[str] = ()
   return left_out
 
 
-def prepare_wheels(folder: str) -> int:
-  """Downloads (here, with network) the wheels the GPU machine lacks.
+def prepare_wheels(folder: str, image: str = 'gpu') -> int:
+  """Downloads (here, with network) the wheels a device image lacks.
 
-  cp312 manylinux wheels of `DEVICE_WHEELS` at this environment's versions
-  go to `folder`; dm_control's is trimmed to the suite. Prints their sizes
-  against the 64 MiB a device call carries, and the command to run there.
+  manylinux wheels of `IMAGES[image]`'s list, for its Python, at this
+  environment's versions, go to `folder`; dm_control's is trimmed to the
+  suite. Prints their sizes against the 64 MiB a device call carries, and the
+  command to run there.
 
   Returns:
     The exit status: 0, or 1 if pip failed or the wheels are too large.
   """
   from importlib import metadata  # pylint: disable=g-import-not-at-top
-  pins = [f'{n}=={metadata.version(n)}' for n in DEVICE_WHEELS]
-  cmd = [sys.executable, '-m', 'pip', 'download', '-q', '--no-deps',
-         '--only-binary=:all:', '--python-version', '3.12',
-         '--implementation', 'cp', '-d', folder, *pins]
-  for plat in _PLATFORMS:
-    cmd[-len(pins) - 2:-len(pins) - 2] = ['--platform', plat]
+  pins = [f'{n}=={metadata.version(n)}' for n in IMAGES[image]['wheels']]
+  cmd = download_command(folder, image, pins)
   if subprocess.run(cmd).returncode != 0:
     print(f'gpu.py: pip download failed: {" ".join(cmd)}', file=sys.stderr)
     return 1
@@ -356,7 +391,7 @@ def prepare_wheels(folder: str) -> int:
   print(f'{total / 2**20:7.1f} MiB in all (a device call carries at most '
         f'{CARRY_LIMIT / 2**20:.0f} MiB with the working tree)')
   print('On the device (carry the folder; `echo /.whl/ >> .git/info/exclude` '
-        f'if it is .whl):\n  {DEVICE_COMMAND}')
+        f'if it is .whl):\n  {IMAGES[image]["command"]}')
   return 0 if total < CARRY_LIMIT else 1
 
 
@@ -729,6 +764,9 @@ def parse_args(argv=None):
   p.add_argument('--prepare-wheels', default=None, metavar='DIR',
                  help='here, with network: download the wheels the GPU '
                  'machine lacks into DIR, and print the command for it')
+  p.add_argument('--image', default='gpu', choices=sorted(IMAGES),
+                 help="with --prepare-wheels: the device image the wheels are "
+                 "for ('tpu': Python 3.11, which lacks chex and optax too)")
   p.add_argument('--child', default=None, help=argparse.SUPPRESS)
   p.add_argument('--until', type=float, default=None, help=argparse.SUPPRESS)
   p.add_argument('--lines', default=None, help=argparse.SUPPRESS)
@@ -757,7 +795,7 @@ def main(argv=None) -> int:
     return 2
   if args.prepare_wheels:
     os.makedirs(args.prepare_wheels, exist_ok=True)
-    return prepare_wheels(args.prepare_wheels)
+    return prepare_wheels(args.prepare_wheels, args.image)
   if args.child is not None:
     return child_main(args.child.split(','), args.smoke, args.only,
                       args.max_item_s, args.until, args.lines)

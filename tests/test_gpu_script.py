@@ -173,3 +173,25 @@ def test_trim_wheel_keeps_the_named_parts_and_their_record(tmp_path):
                                   'pkg-1.0.dist-info/METADATA',
                                   'pkg-1.0.dist-info/RECORD']
   assert rows[0] == ['pkg/__init__.py', 'sha256=x', '6']
+
+
+def test_wheels_for_the_tpu_image_are_cp311_and_bring_what_it_lacks():
+  # Bug reproduced: --prepare-wheels could only fetch cp312 wheels for the
+  # GPU image, which fail to install on the TPU image's Python 3.11, and left
+  # out chex and optax, which that image lacks.
+  tpu = gpu.download_command('/d', 'tpu', ['chex==1'])
+  assert tpu[tpu.index('--python-version') + 1] == '3.11'
+  gpu_cmd = gpu.download_command('/d', 'gpu', ['chex==1'])
+  assert gpu_cmd[gpu_cmd.index('--python-version') + 1] == '3.12'
+  assert tpu[-1] == 'chex==1' and tpu.count('--platform') == 5
+  assert {'chex', 'optax', 'lxml'} <= set(gpu.IMAGES['tpu']['wheels'])
+  assert set(gpu.DEVICE_WHEELS) <= set(gpu.IMAGES['tpu']['wheels'])
+  assert 'chex' not in gpu.IMAGES['gpu']['wheels']
+  # The image's own JAX stays first on PYTHONPATH there; pip ignores the
+  # machine's config, whose index is local.
+  cmd = gpu.IMAGES['tpu']['command']
+  assert 'PYTHONPATH=$PYTHONPATH:/tmp/site' in cmd
+  assert cmd.startswith('PIP_CONFIG_FILE=/dev/null ')
+  assert gpu.DEVICE_COMMAND == gpu.IMAGES['gpu']['command']
+  assert gpu.parse_args(['--prepare-wheels', '/d', '--image', 'tpu']).image \
+      == 'tpu'
