@@ -27,12 +27,13 @@ on every task, CartpoleSwingup 852 against 747, ReacherEasy 865 against
 541, FingerSpin 730 against 396 (`lr3e-4`: 650), CheetahRun 332 against
 140 (`lr3e-4`: 236), WalkerWalk 718 against 461, BallInCup 948 against
 924; return / CURL IQM 0.98 [0.93, 1.01] against 0.65 [0.55, 0.73].
-At 500k (four tasks so far): FingerSpin 928 against 742 (meeting CURL's
-923), CheetahRun 691 against 476, CartpoleSwingup 860 against 856,
-ReacherEasy 925 against 957 (one seed at 871; both meet 923); WalkerWalk
-stood at 945 at 300k (913 for the old default at 500k) and BallInCup is
-owed (benchmarks/RESULTS.md, "D4PG at DrQ's learning rate on
-standardised observations").
+At 500k it leads or is level on five: FingerSpin 928 against 742
+(meeting CURL's 923), CheetahRun 691 against 476, WalkerWalk 964 against
+913 (meeting 948), BallInCup 967 against 964, CartpoleSwingup 860 against
+856, and trails on ReacherEasy, 925 against 957 (one seed at 871; both
+meet 923); return / CURL IQM 1.00 [0.98, 1.01] against 0.96 [0.92, 0.98]
+(benchmarks/RESULTS.md, "D4PG at DrQ's learning rate on standardised
+observations").
 The critic keeps up with its faster policy (on CheetahRun at 100k its mean
 Q is 0.80-0.96 of the discounted value of the evaluation return,
 `benchmarks/dmc_metrics.py`). Neither change adds work to an update
