@@ -65,17 +65,10 @@ from roxie.agents.off_policy import (  # pylint: disable=unused-import
 class Config(off_policy.CategoricalConfig):
   """D4PG hyperparameters; the defaults suit a 2-core CPU.
 
-  The fields of `off_policy.CategoricalConfig`, with these defaults changed
-  (the module docstring has the evidence): DrQ's learning rate for the
-  DeepMind Control tasks, as SAC and MPO use, and observations standardised
-  by running statistics of the replay's batches, as SAC's are.
+  The fields and defaults of `off_policy.CategoricalConfig` (DrQ's learning
+  rate and standardised observations are the skeleton's defaults; the
+  module docstring has D4PG's evidence for them).
   """
-  actor_lr: float = 1e-3
-  critic_lr: float = 1e-3
-  # Absent from a saved config: False (`off_policy.ReplayConfig.
-  # ABSENT_MEANS`); the learning rates were always written, so old runs
-  # keep theirs.
-  normalize_observations: bool = True
 
 
 def make(config: Config, spec: EnvSpec) -> Recipe:

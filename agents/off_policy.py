@@ -85,7 +85,7 @@ class ReplayConfig:
   # What a config.json or policy bundle without the field means (`roxie.
   # config.from_dict`; a recipe's own ABSENT_MEANS adds to this): runs
   # written before the field trained on raw observations, whatever the
-  # recipe's default is now (SAC's and D4PG's standardise).
+  # recipe's default is now (all but MPO's standardise).
   ABSENT_MEANS: ClassVar[Mapping[str, bool]] = {
       'normalize_observations': False}
 
@@ -232,9 +232,19 @@ class Config(ReplayConfig):
   # every layer critic_width wide; BRO's critic is N = 2, width 512).
   critic_blocks: int = 0
   critic_width: int = 512
-  actor_lr: float = 3e-4
-  critic_lr: float = 3e-4
+  # DrQ's learning rate for the DeepMind Control tasks (as SAC and MPO)
+  # with standardised observations (below): D4PG's default first, then,
+  # from the same 100k evidence on the six tasks, the skeleton's, so
+  # DDPG's, TD3's and TD4's too (2026-12-06). 3e-4 on raw observations
+  # before: DMC.md's variant `lr3e-4-noobsnorm` of each. The rows:
+  # d4pg.py's docstring and benchmarks/RESULTS.md, "DDPG, TD3 and TD4
+  # move to DrQ's learning rate on standardised observations".
+  actor_lr: float = 1e-3
+  critic_lr: float = 1e-3
   max_grad_norm: Optional[float] = None
+  # Standardised observations, as SAC's (the field and its meaning are
+  # ReplayConfig's; a saved config without it reads False).
+  normalize_observations: bool = True
 
 
 # How DDPG, TD3, D4PG and TD4 run unless told otherwise (run settings, not
