@@ -8,6 +8,17 @@ the target (clipped double Q), clipped Gaussian noise on the target action
 (target policy smoothing), and an actor and target networks that move only
 every `policy_delay` critic updates. The actor climbs the first critic.
 
+Defaults: the skeleton's (`off_policy.Config`), DrQ's learning rate (1e-3)
+on standardised observations since 2026-12-06, chosen with DDPG's, D4PG's
+and TD4's evidence; TD3's own is partial (3e-4 on raw observations before:
+variant `lr3e-4-noobsnorm` in benchmarks/results/DMC.md). At 100k env
+steps, 3 seeds, against the old default: CartpoleSwingup 853 against 641,
+ReacherEasy 697 against 590, CheetahRun 340 against 173, FingerSpin 471
+against 452, and BallInCup 638 against 881, one seed at 0 (the others 961
+and 954). WalkerWalk at 100k and the 500k column are owed. `n_step=1`
+(variant `n1`) gave CheetahRun 416 at 100k, its Q at 0.07 of the return's
+discounted value.
+
 This file states only those differences; init, act, the update's skeleton
 (the delay is a `lax.cond` on the update counter), exploration, replay and
 pixels are `off_policy.make`'s, the shared defaults `off_policy.Config`'s.
