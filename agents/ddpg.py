@@ -10,16 +10,15 @@ with the agent's update count; `act(..., explore=False)` is the
 deterministic policy. An optional penalty keeps the actor's pre-tanh
 outputs out of tanh's flat tails.
 
-Defaults: the skeleton's (`off_policy.Config`), DrQ's learning rate (1e-3)
-on standardised observations since 2026-12-06 (3e-4 on raw observations
-before: variant `lr3e-4-noobsnorm` in benchmarks/results/DMC.md). At 100k
-env steps, 3 seeds, against the old default: ReacherEasy 842 against 564,
-WalkerWalk 808 against 471, CheetahRun 283 against 172, FingerSpin 521
-against 431, CartpoleSwingup 849 against 847, and BallInCup 633 against
-913, one seed never catching the ball (99.6; the others 847 and 953);
-return / CURL IQM 0.86 [0.73, 0.99] against 0.72 [0.64, 0.78]. At 500k
-(two tasks so far): CheetahRun 581 against 379, FingerSpin 659 against
-628 (seeds 431, 822, 725).
+Its defaults are the skeleton's; DrQ's learning rate on standardised
+observations since 2026-12-06 (`off_policy.Config` says why). Against the
+old ones (DMC.md's `lr3e-4-noobsnorm`), 3 seeds, at 100k: ReacherEasy 842
+against 564, WalkerWalk 808 against 471, CheetahRun 283 against 172,
+FingerSpin 521 against 431, CartpoleSwingup 849 against 847, and BallInCup
+633 against 913, one seed never catching the ball (99.6; the others 847
+and 953); return / CURL IQM 0.86 [0.73, 0.99] against 0.72 [0.64, 0.78].
+At 500k (two tasks so far): CheetahRun 581 against 379, FingerSpin 659
+against 628 (seeds 431, 822, 725).
 
 This file states only DDPG's critic (one Q-function), its target and loss;
 init, act, the update's skeleton, replay and pixels (a shared conv encoder in

@@ -14,14 +14,13 @@ distribution of the target head with the lower mean
 that one projected n-step target. The actor climbs the first head's mean, as
 TD3's actor climbs its first critic.
 
-Defaults: the skeleton's (`off_policy.Config`), DrQ's learning rate (1e-3)
-on standardised observations since 2026-12-06 (3e-4 on raw observations
-before: variant `lr3e-4-noobsnorm` in benchmarks/results/DMC.md). At 100k
-env steps, 3 seeds, against the old default: ReacherEasy 790 against 169,
-WalkerWalk 795 against 327, CheetahRun 310 against 104, FingerSpin 467
-against 270, CartpoleSwingup 845 against 625, and BallInCup 739 against
-811, one seed at 298 (the others 971 and 949). The 500k column at the new
-default is owed.
+The skeleton's defaults apply (DrQ's learning rate on standardised
+observations since 2026-12-06). At 100k env steps, 3 seeds, they lead the
+old ones (`lr3e-4-noobsnorm`) on ReacherEasy (790 against 169), WalkerWalk
+(795 against 327), CheetahRun (310 against 104), FingerSpin (467 against
+270) and CartpoleSwingup (845 against 625), and trail on BallInCup (739
+against 811: one seed at 298, the others 971 and 949). The 500k column at
+the new default is owed.
 
 Support and the published large-scale settings are D4PG's. This file states
 only the differences; init, act, the update's skeleton, exploration, replay
