@@ -14,8 +14,9 @@ and TD4's evidence; TD3's own is partial (3e-4 on raw observations before:
 variant `lr3e-4-noobsnorm` in benchmarks/results/DMC.md). At 100k env
 steps, 3 seeds, against the old default: CartpoleSwingup 853 against 641,
 ReacherEasy 697 against 590, CheetahRun 340 against 173, FingerSpin 471
-against 452, and BallInCup 638 against 881, one seed at 0 (the others 961
-and 954). WalkerWalk at 100k and the 500k column are owed. `n_step=1`
+against 452, WalkerWalk 684 against 342, and BallInCup 638 against 881,
+one seed at 0 (the others 961 and 954); return / CURL IQM 0.81 [0.68,
+0.92] against 0.62 [0.57, 0.70]. The 500k column is owed. `n_step=1`
 (variant `n1`) gave CheetahRun 416 at 100k, its Q at 0.07 of the return's
 discounted value.
 
