@@ -27,8 +27,8 @@ against 923), are short within the interval on FingerSpin (819; seeds
 against 795). Return / CURL, IQM over the six: 0.98 [0.96, 1.01] at 500k,
 0.93 [0.87, 1.00] at 100k.
 
-Standardised observations (`normalize_observations`, SAC's and D4PG's default
-since 2026-12-06, an option of the other off-policy recipes;
+Standardised observations (`normalize_observations`, the default of every
+off-policy recipe but MPO since 2026-12-06, SAC's first, an option of MPO's;
 `off_policy.observe_batch`): running statistics merged from each replay
 batch, applied to acting, both observations of an update and the exported
 policy. The DMC state vectors mix scales (FingerSpin pays only while the
@@ -178,8 +178,8 @@ class Config(off_policy.ReplayConfig):
   target_entropy: Optional[float] = None  # Default: -action_size.
   # Observations standardised by running statistics of the replay's
   # batches (`off_policy.observe_batch`; the module docstring has the
-  # evidence). On by default for D4PG too, off for the other off-policy
-  # recipes.
+  # evidence). On by default for the deterministic recipes too
+  # (`off_policy.Config`), off for MPO.
   normalize_observations: bool = True  # Absent from a saved config: False.
   # From pixels (dict observations only; see the module docstring): the
   # `pixels` field (`networks.PixelConfig`: encoder_channels,

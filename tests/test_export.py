@@ -183,7 +183,7 @@ def test_every_agent_exports_a_policy_matching_its_act(agent, tmp_path):
                              spec) is recipe.policy
   state = recipe.init(jax.random.PRNGKey(3), spec)
   # A state whose outputs are not all ~0 (fresh heads start tiny), and for
-  # PPO, SAC and D4PG observation statistics that are not the identity.
+  # every recipe but MPO observation statistics that are not the identity.
   state = jax.tree.map(
       lambda x: x + 0.05 * jax.random.normal(jax.random.PRNGKey(1), x.shape,
                                              x.dtype)

@@ -29,8 +29,8 @@ MODULES = {'ddpg': ddpg, 'td3': td3, 'd4pg': d4pg, 'td4': td4}
 NAMES = tuple(MODULES)
 DELAYED = ('td3', 'td4')
 CATEGORICAL = ('d4pg', 'td4')
-# Raw observations (D4PG's default standardises them; the statistics have
-# their own tests in test_obs_normalization.py).
+# Raw observations (the skeleton's default standardises them; the
+# statistics have their own tests in test_obs_normalization.py).
 SMALL = dict(hidden_sizes=(32, 32), batch_size=64, actor_lr=1e-3,
              critic_lr=1e-3, noise_start=0.3, noise_end=0.05,
              noise_decay_updates=100, normalize_observations=False)

@@ -217,8 +217,8 @@ def test_pixel_sac_runs_in_the_compiled_loop_and_the_evaluator():
 def test_dpg_recipes_train_from_pixels_through_the_shared_helper(name):
   from roxie.agents import get_agent  # pylint: disable=g-import-not-at-top
   module = get_agent(name)
-  # Raw observations, as `--obs pixels` sets (PIXEL_DEFAULTS; D4PG's Config
-  # standardises by default).
+  # Raw observations, as `--obs pixels` sets (PIXEL_DEFAULTS; the skeleton's
+  # Config standardises by default).
   cfg = config_lib.apply_overrides(module.Config(), dict(
       hidden_sizes=(16, 16), batch_size=8,
       encoder_channels=(4, 4), encoder_strides=(2, 2), encoder_feature_size=8,

@@ -45,7 +45,7 @@ N = 32  # Batch size of the synthetic batches.
 
 
 def _config(name, **overrides):
-  # Hand-set networks read the raw observations (D4PG's default would
+  # Hand-set networks read the raw observations (the skeleton's default would
   # standardise them).
   base = dict(hidden_sizes=(H,), layer_norm=False, batch_size=N,
               actor_lr=1e-2, critic_lr=5e-2, normalize_observations=False)
