@@ -17,9 +17,12 @@ against 564, WalkerWalk 808 against 471, CheetahRun 283 against 172,
 FingerSpin 521 against 431, CartpoleSwingup 849 against 847, and BallInCup
 633 against 913, one seed never catching the ball (99.6; the others 847
 and 953); return / CURL IQM 0.86 [0.73, 0.99] against 0.72 [0.64, 0.78].
-At 500k (three tasks so far): CheetahRun 581 against 379, FingerSpin 659
-against 628 (seeds 431, 822, 725), BallInCup 959 against 965 (seed 0 at
-912 by 180k, 958 at 500k).
+At 500k: ReacherEasy 960 against 881, CheetahRun 581 against 379,
+FingerSpin 659 against 628 (seeds 431, 822, 725), CartpoleSwingup 856
+against 828, WalkerWalk 916 against 949 (seeds 828, 961, 958) and
+BallInCup 959 against 965 (seed 0 at 912 by 180k, 958 at 500k); return /
+CURL IQM 0.95 [0.92, 0.98] against 0.90 [0.85, 0.95], meeting DDPG's
+target (CURL's less 10%) on four of six (FingerSpin -171, CheetahRun -134).
 
 This file states only DDPG's critic (one Q-function), its target and loss;
 init, act, the update's skeleton, replay and pixels (a shared conv encoder in
