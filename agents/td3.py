@@ -16,7 +16,13 @@ steps, 3 seeds, against the old default: CartpoleSwingup 853 against 641,
 ReacherEasy 697 against 590, CheetahRun 340 against 173, FingerSpin 471
 against 452, WalkerWalk 684 against 342, and BallInCup 638 against 881,
 one seed at 0 (the others 961 and 954); return / CURL IQM 0.81 [0.68,
-0.92] against 0.62 [0.57, 0.70]. The 500k column is owed. `n_step=1`
+0.92] against 0.62 [0.57, 0.70]. At 500k: FingerSpin 786 against 662,
+CheetahRun 521 against 425, WalkerWalk 944 against 893, ReacherEasy 957
+against 837, CartpoleSwingup 865 against 852 and BallInCup 964 against
+959 (seed 0 recovers: 906 by 200k, 963.5 at 500k); return / CURL IQM
+0.98 [0.96, 0.98] against 0.89 [0.84, 0.93], meeting CURL on
+CartpoleSwingup and ReacherEasy (WalkerWalk -4 and BallInCup -10 short,
+FingerSpin -137, CheetahRun -274). `n_step=1`
 (variant `n1`) gave CheetahRun 416 at 100k, its Q at 0.07 of the return's
 discounted value.
 
