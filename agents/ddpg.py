@@ -23,6 +23,13 @@ against 828, WalkerWalk 916 against 949 (seeds 828, 961, 958) and
 BallInCup 959 against 965 (seed 0 at 912 by 180k, 958 at 500k); return /
 CURL IQM 0.95 [0.92, 0.98] against 0.90 [0.85, 0.95], meeting DDPG's
 target (CURL's less 10%) on four of six (FingerSpin -171, CheetahRun -134).
+FingerSpin's stuck seed is the exploration schedule's: with the noise
+decayed over 125k updates (the whole 500k run there; variant
+`noisedecay125k`) the seeds read 819, 830 and 818 (822, 8 short). It is
+level or better on the other tasks at 500k but CheetahRun (552 against
+581); at 100k BallInCup gains (963 against 633) where WalkerWalk
+loses (580 against 808). A candidate default, not yet adopted
+(benchmarks/RESULTS.md; off_policy.Config's noise fields).
 
 This file states only DDPG's critic (one Q-function), its target and loss;
 init, act, the update's skeleton, replay and pixels (a shared conv encoder in
