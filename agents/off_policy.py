@@ -224,12 +224,9 @@ class Config(ReplayConfig):
   # Counted in updates, the decay's length in env steps grows with the
   # action repeat: at 8 envs and 4 updates a burst, an update is 8 env
   # steps at a repeat of 2 and 16 at 4 (the decay ends at 200k env steps
-  # on FingerSpin, 400k on CheetahRun). Decayed over 125k updates, DDPG's
-  # FingerSpin seeds all reach ~820 at 500k (659 by default, one seed
-  # stuck at 431); WalkerWalk then trails at 100k (580 against 808) and
-  # CheetahRun at 500k (552 against 581), BallInCup leads at 100k (963
-  # against 633): benchmarks/RESULTS.md, "FingerSpin's stuck seeds and
-  # the exploration schedule".
+  # on FingerSpin, 400k on CheetahRun). What a longer decay does to DDPG
+  # on the six tasks: agents/ddpg.py's docstring and benchmarks/RESULTS.md,
+  # "FingerSpin's stuck seeds and the exploration schedule".
   noise_start: float = 0.4
   noise_end: float = 0.1
   noise_decay_updates: int = 50_000
