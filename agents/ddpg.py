@@ -10,26 +10,26 @@ with the agent's update count; `act(..., explore=False)` is the
 deterministic policy. An optional penalty keeps the actor's pre-tanh
 outputs out of tanh's flat tails.
 
-Its defaults are the skeleton's; DrQ's learning rate on standardised
-observations since 2026-12-06 (`off_policy.Config` says why). Against the
-old ones (DMC.md's `lr3e-4-noobsnorm`), 3 seeds, at 100k: ReacherEasy 842
-against 564, WalkerWalk 808 against 471, CheetahRun 283 against 172,
-FingerSpin 521 against 431, CartpoleSwingup 849 against 847, and BallInCup
-633 against 913, one seed never catching the ball (99.6; the others 847
-and 953); return / CURL IQM 0.86 [0.73, 0.99] against 0.72 [0.64, 0.78].
-At 500k: ReacherEasy 960 against 881, CheetahRun 581 against 379,
-FingerSpin 659 against 628 (seeds 431, 822, 725), CartpoleSwingup 856
-against 828, WalkerWalk 916 against 949 (seeds 828, 961, 958) and
-BallInCup 959 against 965 (seed 0 at 912 by 180k, 958 at 500k); return /
-CURL IQM 0.95 [0.92, 0.98] against 0.90 [0.85, 0.95], meeting DDPG's
-target (CURL's less 10%) on four of six (FingerSpin -171, CheetahRun -134).
-FingerSpin's stuck seed is the exploration schedule's: with the noise
-decayed over 125k updates (the whole 500k run there; variant
-`noisedecay125k`) the seeds read 819, 830 and 818 (822, 8 short). It is
-level or better on the other tasks at 500k but CheetahRun (552 against
-581); at 100k BallInCup gains (963 against 633) where WalkerWalk
-loses (580 against 808). A candidate default, not yet adopted
-(benchmarks/RESULTS.md; off_policy.Config's noise fields).
+Its defaults are the skeleton's (DrQ's learning rate on standardised
+observations since 2026-12-06; `off_policy.Config` says why) but one: the
+exploration noise decays over 125k updates, not 50k (since 2026-12-06; the
+old default's rows are DMC.md's variant `noisedecay50k`). Counted in
+updates, 50k ended the decay at 200k env steps on FingerSpin, where seeds
+then settled on their own levels (431, 822, 725) with critics level with
+their policies (Q at 0.95-0.96 of the value of the return): what held the
+stuck seeds was exploration that narrowed too soon. With 125k (the whole
+500k run at action repeat 2), 3 seeds at 500k: FingerSpin 819 / 830 / 818
+(822 against 659, 8 short of DDPG's 830.7), BallInCup 968 against 959,
+ReacherEasy 970 against 960, WalkerWalk 917 against 916, CartpoleSwingup
+854 against 856, CheetahRun 552 against 581; return / CURL IQM over the
+six 0.97 [0.95, 0.98] against 0.95 [0.92, 0.98]. At 100k BallInCup's seed
+0 now catches the ball (964 against 633) and WalkerWalk trails (IQM over
+5 seeds 685 against 813; 424-939 against 591-924), 0.90 [0.79, 1.00]
+against 0.88 [0.76, 0.98] over the six. A higher floor alone
+(`noise_end=0.2`) left one FingerSpin seed at 578; TD3 did not gain
+from the longer decay (FingerSpin 635 against 786), so it stays DDPG's
+(benchmarks/RESULTS.md, "FingerSpin's stuck seeds and the exploration
+schedule"; docs/BASELINES.md).
 
 This file states only DDPG's critic (one Q-function), its target and loss;
 init, act, the update's skeleton, replay and pixels (a shared conv encoder in
@@ -57,6 +57,10 @@ from roxie.agents.off_policy import (  # pylint: disable=unused-import
 @dataclasses.dataclass(frozen=True)
 class Config(off_policy.Config):
   """DDPG hyperparameters; the defaults suit a 2-core CPU."""
+  # The noise decays over 125k updates, not the skeleton's 50k: 500k env
+  # steps at action repeat 2 (FingerSpin, WalkerWalk), 1M at 4 (the module
+  # docstring gives the evidence). From pixels PIXEL_DEFAULTS' 10k holds.
+  noise_decay_updates: int = 125_000
   # Actor pre-tanh saturation penalty (0 turns it off).
   saturation_weight: float = 0.
   saturation_threshold: float = 2.

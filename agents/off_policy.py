@@ -224,9 +224,9 @@ class Config(ReplayConfig):
   # Counted in updates, the decay's length in env steps grows with the
   # action repeat: at 8 envs and 4 updates a burst, an update is 8 env
   # steps at a repeat of 2 and 16 at 4 (the decay ends at 200k env steps
-  # on FingerSpin, 400k on CheetahRun). What a longer decay does to DDPG
-  # on the six tasks: agents/ddpg.py's docstring and benchmarks/RESULTS.md,
-  # "FingerSpin's stuck seeds and the exploration schedule".
+  # on FingerSpin, 400k on CheetahRun). DDPG's own default decays over
+  # 125k updates (agents/ddpg.py's docstring gives the evidence; TD3 did
+  # not gain from it).
   noise_start: float = 0.4
   noise_end: float = 0.1
   noise_decay_updates: int = 50_000

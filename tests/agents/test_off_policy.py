@@ -275,6 +275,36 @@ def test_ddpg_saturation_penalty_adds_to_actor_loss():
                              9. * SPEC.action_size, rtol=1e-4)
 
 
+def test_ddpg_noise_decays_over_its_own_125k_updates():
+  # DDPG redeclares the skeleton's noise_decay_updates (50k) as 125k; a run
+  # resolves to it, the others keep 50k, and from pixels PIXEL_DEFAULTS'
+  # 10k still wins.
+  from roxie.run import config as run_config  # pylint: disable=g-import-not-at-top
+
+  def resolved(agent, overrides=None):
+    return run_config.new_run_config(agent, 'FingerSpin', 'cpu', None, 1000,
+                                     0, overrides, None, 1, None,
+                                     None).config['noise_decay_updates']
+
+  assert resolved('ddpg') == 125_000
+  for name in ('td3', 'd4pg', 'td4'):
+    assert resolved(name) == off_policy.Config().noise_decay_updates == 50_000
+  assert resolved('ddpg', run_config.pixel_defaults('ddpg')) == 10_000
+  # The recipe acts on it: at update 50k, where the skeleton's std has
+  # reached its end (0.1), DDPG's is 0.4 - 0.3 * 50k / 125k = 0.28.
+  config = ddpg.Config(**dict(SMALL, noise_start=0.4, noise_end=0.1,
+                              noise_decay_updates=ddpg.Config()
+                              .noise_decay_updates))
+  recipe = ddpg.make(config, SPEC)
+  state = jax.jit(recipe.init, static_argnums=1)(jax.random.PRNGKey(0), SPEC)
+  obs = jax.random.normal(jax.random.PRNGKey(1), (4096, SPEC.obs_size))
+  act = jax.jit(recipe.act, static_argnames='explore')
+  mean, _ = act(state, obs, jax.random.PRNGKey(2), explore=False)
+  state = state._replace(steps=jnp.asarray(50_000, jnp.int32))
+  noisy, _ = act(state, obs, jax.random.PRNGKey(3), explore=True)
+  np.testing.assert_allclose(np.std(noisy - mean), 0.28, rtol=0.05)
+
+
 # TD3 and TD4: twin critics.
 
 
