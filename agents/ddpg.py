@@ -57,9 +57,10 @@ from roxie.agents.off_policy import (  # pylint: disable=unused-import
 @dataclasses.dataclass(frozen=True)
 class Config(off_policy.Config):
   """DDPG hyperparameters; the defaults suit a 2-core CPU."""
-  # The noise decays over 125k updates, not the skeleton's 50k: 500k env
-  # steps at action repeat 2 (FingerSpin, WalkerWalk), 1M at 4 (the module
-  # docstring gives the evidence). From pixels PIXEL_DEFAULTS' 10k holds.
+  # The noise decays over 125k updates, not the skeleton's 50k: at 8 envs
+  # and 4 updates a burst, 500k env steps at action repeat 2 (FingerSpin,
+  # WalkerWalk), 1M at 4 (the module docstring gives the evidence). From
+  # pixels PIXEL_DEFAULTS' 10k holds.
   noise_decay_updates: int = 125_000
   # Actor pre-tanh saturation penalty (0 turns it off).
   saturation_weight: float = 0.
