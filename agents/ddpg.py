@@ -26,8 +26,9 @@ six 0.97 [0.95, 0.98] against 0.95 [0.92, 0.98]. At 100k BallInCup's seed
 0 now catches the ball (964 against 633) and WalkerWalk trails (IQM over
 5 seeds 685 against 813; 424-939 against 591-924), 0.90 [0.79, 1.00]
 against 0.88 [0.76, 0.98] over the six. A higher floor alone
-(`noise_end=0.2`) left one FingerSpin seed at 578; TD3 did not gain
-from the longer decay (FingerSpin 635 against 786), so it stays DDPG's
+(`noise_end=0.2`) left one FingerSpin seed at 578. TD3 did not gain
+from the longer decay (FingerSpin 635 against 786) and TD4's seeds split
+(939, 3 and 803 at 400k against 609, 594 and 818), so it stays DDPG's
 (benchmarks/RESULTS.md, "FingerSpin's stuck seeds and the exploration
 schedule"; docs/BASELINES.md).
 

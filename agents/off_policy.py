@@ -222,11 +222,11 @@ class Config(ReplayConfig):
   """
   # Exploration: Gaussian noise, std decayed linearly over the first updates.
   # Counted in updates, the decay's length in env steps grows with the
-  # action repeat: at 8 envs and 4 updates a burst, an update is 8 env
-  # steps at a repeat of 2 and 16 at 4 (the decay ends at 200k env steps
+  # action repeat: at 8 envs and 4 updates a burst, an update is 4 env
+  # steps at a repeat of 2 and 8 at 4 (the decay ends at 200k env steps
   # on FingerSpin, 400k on CheetahRun). DDPG's own default decays over
-  # 125k updates (agents/ddpg.py's docstring gives the evidence; TD3 did
-  # not gain from it).
+  # 125k updates (agents/ddpg.py's docstring gives the evidence; TD3 and
+  # TD4 did not gain from it on FingerSpin).
   noise_start: float = 0.4
   noise_end: float = 0.1
   noise_decay_updates: int = 50_000
