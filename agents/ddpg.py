@@ -28,7 +28,7 @@ six 0.97 [0.95, 0.98] against 0.95 [0.92, 0.98]. At 100k BallInCup's seed
 against 0.88 [0.76, 0.98] over the six. A higher floor alone
 (`noise_end=0.2`) left one FingerSpin seed at 578. TD3 did not gain
 from the longer decay (FingerSpin 635 against 786) and TD4's seeds split
-(939, 3 and 803 at 400k against 609, 594 and 818), so it stays DDPG's
+(870, 3 and 821 at 500k against 610, 596 and 826), so it stays DDPG's
 (benchmarks/RESULTS.md, "FingerSpin's stuck seeds and the exploration
 schedule"; docs/BASELINES.md).
 
