@@ -292,9 +292,8 @@ def test_ddpg_noise_decays_over_its_own_125k_updates():
   assert resolved('ddpg', run_config.pixel_defaults('ddpg')) == 10_000
   # The recipe acts on it: at update 50k, where the skeleton's std has
   # reached its end (0.1), DDPG's is 0.4 - 0.3 * 50k / 125k = 0.28.
-  config = ddpg.Config(**dict(SMALL, noise_start=0.4, noise_end=0.1,
-                              noise_decay_updates=ddpg.Config()
-                              .noise_decay_updates))
+  config = _config('ddpg', noise_start=0.4, noise_end=0.1,
+                   noise_decay_updates=ddpg.Config().noise_decay_updates)
   recipe = ddpg.make(config, SPEC)
   state = jax.jit(recipe.init, static_argnums=1)(jax.random.PRNGKey(0), SPEC)
   obs = jax.random.normal(jax.random.PRNGKey(1), (4096, SPEC.obs_size))
