@@ -16,7 +16,7 @@ exploration noise decays over 125k updates, not 50k (since 2026-12-06; the
 old default's rows are DMC.md's variant `noisedecay50k`). Counted in
 updates, 50k ended the decay at 200k env steps on FingerSpin, where seeds
 then settled on their own levels (431, 822, 725) with critics level with
-their policies (Q at 0.95-0.96 of the value of the return): what held the
+their policies (Q at 0.91-1.01 of the value of the return): what held the
 stuck seeds was exploration that narrowed too soon. With 125k (the whole
 500k run at action repeat 2), 3 seeds at 500k: FingerSpin 819 / 830 / 818
 (822 against 659, 8 short of DDPG's 830.7), BallInCup 968 against 959,
