@@ -466,7 +466,7 @@ def train_members(args, agent: str, task: str,
             eval_return_std=round(e['eval_return_std'], 2),
             eval_episodes=args.eval_episodes, cpu_s=e['cpu_s'],
             wall_s=e['wall_s'], version=version, commit=commit,
-            machine=machine()))
+            machine=args.machine or machine()))
         pending[seed].remove(budget)
 
   def poll() -> None:
@@ -577,6 +577,12 @@ def parse_args(argv=None):
   p.add_argument('--curves', default=os.path.join(RESULTS, 'dmc_curves.csv'))
   p.add_argument('--report', action='store_true',
                  help='only write DMC.md and the plots from the CSVs')
+  p.add_argument('--machine', default=None,
+                 help="the rows' machine column (default: the CPU model and "
+                      "its core count); name the accelerator where JAX "
+                      "trains on one, e.g. 'TPU v5e + 13-core host': this "
+                      "script cannot ask JAX without taking the device from "
+                      "the child that trains")
   args = p.parse_args(argv)
   from roxie.agents import AGENTS  # pylint: disable=g-import-not-at-top
   from roxie.envs import tasks as task_registry  # pylint: disable=g-import-not-at-top
@@ -610,6 +616,11 @@ def parse_args(argv=None):
       raise UsageError('--set and --episode-length need --variant NAME: it '
                        'labels these rows in the CSV beside the defaults')
     args.variant = 'default'
+  if args.machine is not None:
+    args.machine = args.machine.strip()
+    if not args.machine or not args.machine.isprintable():
+      raise UsageError('--machine needs a one-line label, e.g. '
+                       "'TPU v5e + 13-core host'")
   if args.eval_every <= 0 or args.eval_episodes < 10:
     raise UsageError('--eval-every must be positive and --eval-episodes >= 10 '
                      '(the table reports means of at least 10 episodes)')

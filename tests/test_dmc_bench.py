@@ -54,7 +54,7 @@ def test_tiny_run_writes_its_row_skips_it_when_rerun_and_reports(
     tmp_path, monkeypatch, capsys):
   real_md = os.path.join(dmc.RESULTS, 'DMC.md')
   before = os.stat(real_md).st_mtime_ns if os.path.exists(real_md) else None
-  proc = _bench(tmp_path, *TINY)
+  proc = _bench(tmp_path, *TINY, '--machine', 'TPU test + 2-core host')
   assert proc.returncode == 0, proc.stdout + proc.stderr
   # One child (a population) for both seeds.
   assert proc.stdout.count('train --agent') == 1
@@ -75,7 +75,8 @@ def test_tiny_run_writes_its_row_skips_it_when_rerun_and_reports(
   assert int(row['eval_episodes']) == 10
   assert 0.0 < float(row['cpu_s'])
   assert 0.0 < float(row['wall_s'])
-  assert row['commit'] and row['machine']
+  assert row['commit']
+  assert row['machine'] == 'TPU test + 2-core host'
   import roxie  # pylint: disable=g-import-not-at-top
   assert row['version'] == roxie.__version__
   curve = [r for r in _read(tmp_path / 'curves.csv') if r['seed'] == '0']
@@ -142,6 +143,8 @@ def test_tiny_run_writes_its_row_skips_it_when_rerun_and_reports(
     (('--budgets', '0'), 'positive'),
     (('--set', 'batch_size=32'), '--variant'),
     (('--episode-length', '0', '--variant', 'x'), '--episode-length'),
+    (('--machine', ' '), '--machine'),
+    (('--machine', 'TPU\nhost'), '--machine'),
 ])
 def test_bad_input_exits_2_and_writes_nothing(tmp_path, capsys, argv,
                                               message):
