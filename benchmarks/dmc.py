@@ -24,6 +24,10 @@ resumes from its last checkpoint in `--runs` (`roxie train --resume`), and
 only if its config.json trains what is asked: a folder made with other
 `--set` values under the same variant, or before the recipe's defaults
 changed, is refused (exit 2, naming the fields) before anything trains.
+To stop, send SIGINT or SIGTERM (Ctrl-C, `timeout -s INT`): the training
+child checkpoints after its current call and dmc.py exits 130 (143), the
+rows of the evaluations made so far written; a second signal a second or
+more later stops the child at once, its last checkpoint kept.
 CPU seconds (user + system of the training process, summed over resumes)
 sit beside wall-clock: on a shared machine they are the figure to compare.
 A seed trained in a population of P is charged 1/P of the process's CPU
@@ -52,8 +56,10 @@ import json
 import math
 import os
 import platform
+import signal
 import subprocess
 import sys
+import threading
 import time
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
@@ -428,9 +434,12 @@ def train_members(args, agent: str, task: str,
   print(f'[dmc] {label}: {" ".join(cmd[:3])} ... (budgets '
         f'{sorted(set(b for p in pending.values() for b in p))})', flush=True)
   start = time.time()
+  # The child has its own session: a stop request (Ctrl-C, `timeout -s INT`,
+  # `kill -INT`) reaches it through this process alone, once (see
+  # `_ForwardStops`).
   proc = subprocess.Popen([sys.executable, '-m', 'roxie.cli', *cmd, '--quiet'],
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          text=True)
+                          text=True, start_new_session=True)
   base = {s: (st['cpu_s'], st['wall_s']) for s, st in states.items()}
   share = 1.0 / len(members)
   cpu = 0.0
@@ -478,20 +487,20 @@ def train_members(args, agent: str, task: str,
       poll_member(seed, run_dir)
 
   # The child's output is read on a thread so that a chatty child never blocks.
-  import threading  # pylint: disable=g-import-not-at-top
   reader = threading.Thread(
       target=lambda: log.extend(proc.stdout), daemon=True)
   reader.start()
-  try:
+  with _ForwardStops(proc) as stops:
     while proc.poll() is None:
       time.sleep(2.0)
       poll()
-  except KeyboardInterrupt:
-    proc.send_signal(2)  # The child checkpoints and exits; resume later.
-    proc.wait()
-    raise
   reader.join(timeout=5)
-  poll()
+  poll()  # The rows of the evaluations it made before it stopped.
+  if stops.requests:
+    said = ' / '.join(line.strip() for line in log[-20:] if 'roxie:' in line)
+    raise Stopped(f'{label}: stopped by {signal.Signals(stops.signum).name}; '
+                  f'the same command resumes it (roxie train: {said or "-"})',
+                  stops.signum)
   if proc.returncode != 0:
     tail = ''.join(log[-15:])
     raise RuntimeError(f'{label}: roxie train exited {proc.returncode}:\n{tail}')
@@ -645,6 +654,60 @@ def _done(rows, agent: str, task: str, variant: str) -> Dict[int, List[int]]:
   return done
 
 
+class Stopped(Exception):
+  """A stop request (SIGINT or SIGTERM) ended a child; the rest is skipped."""
+
+  def __init__(self, message: str, signum: int):
+    super().__init__(message)
+    self.signum = signum
+
+
+class _ForwardStops:
+  """While a child trains: SIGINT and SIGTERM here are forwarded to it.
+
+  The child (roxie train) checkpoints and stops after its current training
+  call on the first signal, and stops at once on a second, its last
+  checkpoint kept. A signal within a second of the last one forwarded is
+  the same request delivered twice and is not forwarded: Ctrl-C in a
+  terminal signals the whole foreground group, and `timeout` signals the
+  process and then its group. (Before the child had its own session, that
+  second copy reached it and stopped it at once, without the checkpoint
+  the first had asked for.) Inactive off the main thread.
+  """
+
+  SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+  def __init__(self, proc: subprocess.Popen):
+    self.proc = proc
+    self.requests = 0
+    self.signum = 0
+    self._last: Optional[float] = None
+    self._previous = {}
+
+  def _handle(self, signum, frame):
+    del frame
+    now = time.monotonic()
+    if self._last is not None and now - self._last < 1.0:
+      return
+    self._last = now
+    self.requests += 1
+    self.signum = signum
+    if self.proc.poll() is None:
+      self.proc.send_signal(signum)
+
+  def __enter__(self) -> '_ForwardStops':
+    if threading.current_thread() is threading.main_thread():
+      for s in self.SIGNALS:
+        self._previous[s] = signal.signal(s, self._handle)
+    return self
+
+  def __exit__(self, *exc) -> bool:
+    for s, h in self._previous.items():
+      signal.signal(s, h)
+    self._previous = {}
+    return False
+
+
 def main(argv=None) -> int:
   try:
     args = parse_args(argv)
@@ -662,9 +725,14 @@ def main(argv=None) -> int:
     os.makedirs(os.path.dirname(os.path.abspath(args.results)), exist_ok=True)
     identity = code_identity()
     failed = 0
-    for agent in args.agents:
-      for task in args.tasks:
-        failed += train_pending_seeds(args, agent, task, args.seeds, identity)
+    try:
+      for agent in args.agents:
+        for task in args.tasks:
+          failed += train_pending_seeds(args, agent, task, args.seeds,
+                                        identity)
+    except Stopped as e:
+      print(f'[dmc] {e}.', file=sys.stderr)
+      return 128 + e.signum
   try:
     import dmc_report  # pylint: disable=g-import-not-at-top
   except ImportError:

@@ -73,11 +73,14 @@ download --python-version 3.12 --platform manylinux_2_28_x86_64` on
 The TPU image (tpu-v5e: Python 3.11 with JAX 0.10.2, numpy and scipy, and
 neither chex nor optax) takes `--prepare-wheels .whl --image tpu`: cp311
 wheels of the same list plus what that image lacks (`TPU_EXTRA_WHEELS`),
-46 MiB with dm-control trimmed, and `IMAGES['tpu']['command']` there. On one
-TPU v5e (2026-12-06) every MJX item overran its limit: compiling the
-HumanoidWalk scan took 125 s, and it stepped 3,100 env steps/s at 128 envs,
-no more than the native backend on 2 CPU cores (benchmarks/RESULTS.md, "MJX
-on one TPU v5e"); the limits here are set for a GPU.
+46 MiB with dm-control trimmed (21 of them tensorstore, for `roxie train`'s
+checkpoints), and `IMAGES['tpu']['command']` there. On one TPU v5e
+(2026-12-06) every MJX item overran its limit: compiling the HumanoidWalk
+scan took 125 s, and it stepped 3,100 env steps/s at 128 envs, no more than
+the native backend on 2 CPU cores (benchmarks/RESULTS.md, "MJX on one TPU
+v5e"); the limits here are set for a GPU. What a TPU does serve is the
+native backend's split, networks on the chip and physics on the host
+(RESULTS.md, "SAC with BRO's critic and 4x the updates on one TPU v5e").
 
   bash benchmarks/gpu.sh                          # on the GPU machine
   python benchmarks/gpu.py --smoke --out /tmp/gpu.json   # anywhere, ~1 min
@@ -276,7 +279,11 @@ DEVICE_WHEELS = ('mujoco', 'mujoco-mjx', 'dm-control', 'dm-haiku', 'jmp',
                  'dm-tree', 'dm-env', 'trimesh', 'glfw')
 TPU_EXTRA_WHEELS = ('chex', 'optax', 'absl-py', 'toolz', 'etils',
                     'cloudpickle', 'tabulate', 'typing_extensions', 'wrapt',
-                    'Pygments', 'lxml')
+                    'Pygments', 'lxml',
+                    # `roxie train`'s checkpoints (dmc.py's runs on the TPU
+                    # host, benchmarks/RESULTS.md): orbax and what it imports.
+                    'orbax-checkpoint', 'tensorstore', 'humanize', 'msgpack',
+                    'protobuf', 'simplejson')
 # dm_control's 56 MB wheel is mostly locomotion and manipulation assets;
 # roxie reads the suite's model files through these subpackages alone.
 DM_CONTROL_KEEP = ('dm_control/__init__.py', 'dm_control/_render/',

@@ -5,6 +5,7 @@ import csv
 import dataclasses
 import math
 import os
+import signal
 import subprocess
 import sys
 
@@ -178,6 +179,38 @@ def test_a_failed_run_makes_the_exit_status_1_and_writes_no_row(
   assert code == 1
   assert 'roxie train exited' in capsys.readouterr().err
   assert not (tmp_path / 'dmc.csv').exists()
+
+
+def test_ctrl_c_checkpoints_the_child_once_and_exits_130(tmp_path):
+  # Ctrl-C signals the terminal's whole foreground group. The child used to
+  # be in dmc.py's group: it got that SIGINT and then dmc.py's forwarded
+  # copy, a second request, and stopped at once without its checkpoint.
+  argv = list(TINY)
+  argv[argv.index('--budgets') + 1] = '40000'
+  env = dict(os.environ, PYTHONUNBUFFERED='1')
+  env.setdefault('JAX_COMPILATION_CACHE_DIR', os.path.join(ROOT, '.jax_cache'))
+  proc = subprocess.Popen(
+      [sys.executable, os.path.join(BENCH, 'dmc.py'), *argv,
+       *_paths(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+      text=True, env=env, cwd=str(tmp_path), start_new_session=True)
+  out = []
+  for line in proc.stdout:  # Until the population has evaluated once.
+    out.append(line)
+    if 'env steps, eval' in line:
+      break
+  os.killpg(proc.pid, signal.SIGINT)
+  rest, err = proc.communicate(timeout=300)
+  out = ''.join(out) + rest
+  assert proc.returncode == 130, out + err
+  assert 'stopped by SIGINT; the same command resumes it' in err
+  assert 'with a checkpoint' in err  # The child's own words, once.
+  assert 'stopped at once' not in err
+  run = tmp_path / 'runs' / 'tiny' / 'sac-CartpoleBalance-seed0'
+  steps = [int(n.split('_')[-1]) for n in os.listdir(run / 'checkpoints')
+           if n.startswith('step_')]
+  assert steps and max(steps) >= 1000, steps
+  assert not (tmp_path / 'dmc.csv').exists() or all(
+      r['budget'] != '40000' for r in _read(tmp_path / 'dmc.csv'))
 
 
 def test_a_budget_takes_the_nearest_evaluation_once_one_is_past_it():

@@ -184,7 +184,8 @@ def test_wheels_for_the_tpu_image_are_cp311_and_bring_what_it_lacks():
   gpu_cmd = gpu.download_command('/d', 'gpu', ['chex==1'])
   assert gpu_cmd[gpu_cmd.index('--python-version') + 1] == '3.12'
   assert tpu[-1] == 'chex==1' and tpu.count('--platform') == 5
-  assert {'chex', 'optax', 'lxml'} <= set(gpu.IMAGES['tpu']['wheels'])
+  assert {'chex', 'optax', 'lxml', 'orbax-checkpoint', 'tensorstore'} <= set(
+      gpu.IMAGES['tpu']['wheels'])
   assert set(gpu.DEVICE_WHEELS) <= set(gpu.IMAGES['tpu']['wheels'])
   assert 'chex' not in gpu.IMAGES['gpu']['wheels']
   # The image's own JAX stays first on PYTHONPATH there; pip ignores the
