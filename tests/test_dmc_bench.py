@@ -584,3 +584,44 @@ def test_code_identity_ignores_the_results_the_scripts_write(tmp_path):
   assert dmc.code_identity(str(tmp_path))[1] == head
   (tmp_path / 'roxie/a.py').write_text('y\n')
   assert dmc.code_identity(str(tmp_path))[1] == head + '+dirty'
+
+
+def test_device_script_trains_a_cell_and_brings_its_rows_back(tmp_path):
+  # benchmarks/device_dmc.sh, run here as on a lent machine: MuJoCo and roxie
+  # already import (no wheels), python3 is this interpreter.
+  bin_dir = tmp_path / 'bin'
+  bin_dir.mkdir()
+  wrapper = bin_dir / 'python3'  # A link would lose the venv: exec it.
+  wrapper.write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
+  wrapper.chmod(0o755)
+  env = dict(os.environ, PATH=f'{bin_dir}{os.pathsep}{os.environ["PATH"]}',
+             RUNS=str(tmp_path / 'runs'), OUT=str(tmp_path / 'out'),
+             DEVICE='Test chip',
+             DMC_ARGS='--eval-every 1000 --episode-length 100')
+  env.setdefault('JAX_COMPILATION_CACHE_DIR', os.path.join(ROOT, '.jax_cache'))
+  sets = 'warmup_steps=500;hidden_sizes=16,16;batch_size=32;num_envs=2'
+  proc = subprocess.run(
+      ['bash', os.path.join(BENCH, 'device_dmc.sh'), '300', 'sac', '2000',
+       'tiny', sets, 'CartpoleBalance'], capture_output=True, text=True,
+      env=env, timeout=600)
+  assert proc.returncode == 0, proc.stdout + proc.stderr
+  rows = _read(tmp_path / 'out' / 'rows.csv')
+  assert sorted(r['seed'] for r in rows) == ['0', '1', '2']
+  assert {r['machine'] for r in rows} == {f'Test chip + {os.cpu_count()}-core host'}
+  assert {r['variant'] for r in rows} == {'tiny'}
+  assert 'hidden_sizes=16,16' in rows[0]['overrides']
+  assert len(_read(tmp_path / 'out' / 'curves.csv')) == 6  # 1k and 2k a seed.
+  # Too little time left for a task: it is skipped and the status says so.
+  proc = subprocess.run(
+      ['bash', os.path.join(BENCH, 'device_dmc.sh'), '30', 'sac', '2000',
+       'tiny', sets, 'CartpoleSwingup'], capture_output=True, text=True,
+      env=env, timeout=600)
+  assert proc.returncode == 1
+  assert 'CartpoleSwingup: skipped' in proc.stdout
+
+
+def test_device_script_without_its_arguments_prints_usage_and_exits_2():
+  proc = subprocess.run(['bash', os.path.join(BENCH, 'device_dmc.sh'), '60'],
+                        capture_output=True, text=True, timeout=60)
+  assert proc.returncode == 2
+  assert 'device_dmc.sh SECONDS AGENT BUDGETS VARIANT SETS TASK' in proc.stderr
