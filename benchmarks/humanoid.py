@@ -310,7 +310,7 @@ def cell_args(args: argparse.Namespace, agent: str) -> argparse.Namespace:
       overrides=sorted(args.settings[agent].items()), runs=args.runs,
       eval_every=args.eval_every, eval_episodes=args.eval_episodes,
       episode_length=None, results=args.results, curves=args.curves,
-      budgets=[args.steps])
+      budgets=[args.steps], machine=None)
 
 
 def with_backend(args: argparse.Namespace, cmd: Sequence[str]) -> List[str]:
@@ -556,7 +556,11 @@ def main(argv=None) -> int:
        for p in dmc.resume_problems(cell_args(args, agent), agent, task,
                                     args.seeds)], 'humanoid.py'):
     return 2
-  failed = 0 if args.report else train(args)
+  try:
+    failed = 0 if args.report else train(args)
+  except dmc.Stopped as e:  # SIGINT or SIGTERM: the child checkpointed.
+    print(f'[humanoid] {e}.', file=sys.stderr)
+    return 128 + e.signum
   if os.path.exists(args.results):
     print(f'[humanoid] wrote {write_report(args.results, args.curves)}')
   if failed:
