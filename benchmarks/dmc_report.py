@@ -227,6 +227,12 @@ def _steps(n: float) -> str:
   return f'{n / 1000:.0f}k' if n >= 1000 else f'{n:.0f}'
 
 
+def accelerated_machine(machine: str) -> bool:
+  """A row trained with JAX on an accelerator: `dmc.py --machine`'s
+  '<device> + N-core host' label (its CPU seconds are the host's alone)."""
+  return ' + ' in machine
+
+
 def _cell_stats(rows: Sequence[Row], resamples: int, seed: int) -> dict:
   scores = np.asarray([r.eval_return for r in rows])
   ci = stats.confidence_interval([scores], confidence=CONFIDENCE,
@@ -426,7 +432,9 @@ def write_markdown(rows: Sequence[Row], points: dict, bad: int, path: str,
     'seeds; evaluations included), on whatever shared machine ran it: '
     'sessions\' machines have differed by ~2x for the same code, so compare '
     'cost across rows with care, and side by side with '
-    '`benchmarks/run_cost.py`. `*`: fewer than '
+    '`benchmarks/run_cost.py`; a cell trained with JAX on an accelerator '
+    '(machine "<device> + N-core host", `dmc.py --machine`) counts the '
+    'host\'s CPU alone, and its note gives the wall minutes. `*`: fewer than '
     f'{FEW_SEEDS} seeds, the interval is rough (with 1 seed there is none). '
     '**note** gives the env steps of the evaluation used when they are more '
     f'than {STEPS_TOLERANCE:.0%} off the budget: evaluations land where a '
@@ -485,6 +493,12 @@ def write_markdown(rows: Sequence[Row], points: dict, bad: int, path: str,
         for (was, now), k in sorted(moved.items()):
           notes.append(f'{_plural(k, "seed")} re-picked from the curves: '
                        f'{now:,} env steps (dmc.csv row: {was:,})')
+        accelerated = sorted({r.machine for r in members
+                              if accelerated_machine(r.machine)})
+        if accelerated:
+          wall = max(r.wall_s for r in members) / 60.0
+          notes.append(f'on {"; ".join(accelerated)}: CPU min is the '
+                       f'host\'s, {wall:.1f} wall min for the seeds')
         note = '; '.join(notes)
         ci = (f'{s["iqm"]:.0f}' if s['n'] == 1 else
               f'{s["iqm"]:.0f} [{s["low"]:.0f}, {s["high"]:.0f}]')

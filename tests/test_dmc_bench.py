@@ -251,12 +251,32 @@ def test_curves_of_an_extended_run_are_not_written_twice(tmp_path):
 
 
 def _row(task, seed, budget, ret, *, env_steps=None, commit='aaa',
-         agent='sac', variant='default', cpu_s=600.0):
+         agent='sac', variant='default', cpu_s=600.0, wall_s=900.0,
+         machine='test cpu x2'):
   return dict(agent=agent, task=task, seed=seed, budget=budget,
               variant=variant, overrides='', env_steps=env_steps or budget,
               eval_return=ret, eval_return_std=1.0, eval_episodes=10,
-              cpu_s=cpu_s, wall_s=900.0, version='0.1.0', commit=commit,
-              machine='test cpu x2')
+              cpu_s=cpu_s, wall_s=wall_s, version='0.1.0', commit=commit,
+              machine=machine)
+
+
+def test_report_says_where_a_cells_cpu_is_a_hosts(tmp_path):
+  # Rows trained on an accelerator (dmc.py --machine '<device> + N-core
+  # host') charge only the host's CPU: the note says so and gives the wall.
+  tpu = 'TPU test + 4-core host'
+  rows = [_row('CheetahRun', s, 100_000, 600.0 + s, variant='big',
+               cpu_s=90.0, wall_s=288.0 + s, machine=tpu) for s in range(3)]
+  rows.append(_row('CheetahRun', 0, 100_000, 470.0))
+  _write(tmp_path / 'dmc.csv', dmc.COLUMNS, rows)
+  assert dmc_report.main(['--results', str(tmp_path / 'dmc.csv'), '--curves',
+                          str(tmp_path / 'none.csv'), '--no-plots']) == 0
+  t100 = _table((tmp_path / 'DMC.md').read_text(), '100k')
+  big, = [l for l in t100 if l.startswith('| CheetahRun | sac (big) |')]
+  cells = [c.strip() for c in big.strip('|').split('|')]
+  assert cells[8:] == ['1.5', f"on {tpu}: CPU min is the host's, 4.8 wall "
+                       'min for the seeds']
+  plain, = [l for l in t100 if l.startswith('| CheetahRun | sac |')]
+  assert plain.rstrip().endswith('| 10.0 |  |')
 
 
 def _write(path, columns, rows):
