@@ -5,7 +5,7 @@
 #
 # On the device machine (the device tool's `run`, with the wheel folder
 # carried): installs the wheels of `python benchmarks/gpu.py --prepare-wheels
-# .whl-tpu --image tpu` (folder $WHEELS, default .whl-tpu) under /tmp/site
+# .whl-tpu --image tpu-dmc` (folder $WHEELS, default .whl-tpu) under /tmp/site
 # unless MuJoCo already imports, then trains each TASK in turn with
 # benchmarks/dmc.py (3 seeds in one program; JAX on the accelerator, the
 # physics on the host through the native backend) until SECONDS after the

@@ -73,8 +73,9 @@ download --python-version 3.12 --platform manylinux_2_28_x86_64` on
 The TPU image (tpu-v5e: Python 3.11 with JAX 0.10.2, numpy and scipy, and
 neither chex nor optax) takes `--prepare-wheels .whl --image tpu`: cp311
 wheels of the same list plus what that image lacks (`TPU_EXTRA_WHEELS`),
-46 MiB with dm-control trimmed (21 of them tensorstore, for `roxie train`'s
-checkpoints), and `IMAGES['tpu']['command']` there. On one TPU v5e
+46 MiB with dm-control trimmed, and `IMAGES['tpu']['command']` there
+(`--image tpu-dmc`: the wheels `benchmarks/device_dmc.sh` needs, MJX left out
+and orbax added, 61 MiB). On one TPU v5e
 (2026-12-06) every MJX item overran its limit: compiling the HumanoidWalk
 scan took 125 s, and it stepped 3,100 env steps/s at 128 envs, no more than
 the native backend on 2 CPU cores (benchmarks/RESULTS.md, "MJX on one TPU
@@ -279,11 +280,15 @@ DEVICE_WHEELS = ('mujoco', 'mujoco-mjx', 'dm-control', 'dm-haiku', 'jmp',
                  'dm-tree', 'dm-env', 'trimesh', 'glfw')
 TPU_EXTRA_WHEELS = ('chex', 'optax', 'absl-py', 'toolz', 'etils',
                     'cloudpickle', 'tabulate', 'typing_extensions', 'wrapt',
-                    'Pygments', 'lxml',
-                    # `roxie train`'s checkpoints (dmc.py's runs on the TPU
-                    # host, benchmarks/RESULTS.md): orbax and what it imports.
-                    'orbax-checkpoint', 'tensorstore', 'humanize', 'msgpack',
-                    'protobuf', 'simplejson')
+                    'Pygments', 'lxml')
+# `benchmarks/device_dmc.sh` on the TPU image (image 'tpu-dmc'): the native
+# backend's physics without MJX (whose 6.9 MiB and trimesh it never imports),
+# and `roxie train`'s checkpoints, orbax and what it imports (tensorstore is
+# 20.8 MiB of it): 61 MiB, where adding these to 'tpu' would make 69.
+NATIVE_WHEELS = tuple(w for w in DEVICE_WHEELS
+                      if w not in ('mujoco-mjx', 'trimesh'))
+CHECKPOINT_WHEELS = ('orbax-checkpoint', 'tensorstore', 'humanize', 'msgpack',
+                     'protobuf', 'simplejson')
 # dm_control's 56 MB wheel is mostly locomotion and manipulation assets;
 # roxie reads the suite's model files through these subpackages alone.
 DM_CONTROL_KEEP = ('dm_control/__init__.py', 'dm_control/_render/',
@@ -310,6 +315,10 @@ IMAGES = {
                     'install -q', 'install --isolated -q') + ' && '
                 'export PYTHONPATH=$PYTHONPATH:/tmp/site || exit; '
                 'bash benchmarks/gpu.sh'),
+    'tpu-dmc': dict(python='3.11',
+                    wheels=NATIVE_WHEELS + TPU_EXTRA_WHEELS + CHECKPOINT_WHEELS,
+                    command='WHEELS=.whl bash benchmarks/device_dmc.sh SECONDS '
+                    'AGENT BUDGETS VARIANT SETS TASK...'),
 }
 DEVICE_COMMAND = IMAGES['gpu']['command']
 

@@ -184,8 +184,14 @@ def test_wheels_for_the_tpu_image_are_cp311_and_bring_what_it_lacks():
   gpu_cmd = gpu.download_command('/d', 'gpu', ['chex==1'])
   assert gpu_cmd[gpu_cmd.index('--python-version') + 1] == '3.12'
   assert tpu[-1] == 'chex==1' and tpu.count('--platform') == 5
-  assert {'chex', 'optax', 'lxml', 'orbax-checkpoint', 'tensorstore'} <= set(
-      gpu.IMAGES['tpu']['wheels'])
+  assert {'chex', 'optax', 'lxml'} <= set(gpu.IMAGES['tpu']['wheels'])
+  # device_dmc.sh's wheels: checkpoints (orbax) in, MJX out, which keeps
+  # them under a device call's 64 MiB (69 MiB with both).
+  dmc_wheels = set(gpu.IMAGES['tpu-dmc']['wheels'])
+  assert {'chex', 'optax', 'mujoco', 'orbax-checkpoint', 'tensorstore'
+          } <= dmc_wheels
+  assert not {'mujoco-mjx', 'trimesh'} & dmc_wheels
+  assert 'device_dmc.sh' in gpu.IMAGES['tpu-dmc']['command']
   assert set(gpu.DEVICE_WHEELS) <= set(gpu.IMAGES['tpu']['wheels'])
   assert 'chex' not in gpu.IMAGES['gpu']['wheels']
   # The image's own JAX stays first on PYTHONPATH there; pip ignores the
