@@ -9,8 +9,9 @@
 # unless MuJoCo already imports, then trains each TASK in turn with
 # benchmarks/dmc.py (3 seeds in one program; JAX on the accelerator, the
 # physics on the host through the native backend) until SECONDS after the
-# start, when dmc.py gets SIGINT: its child checkpoints, and the next call
-# on the still-warm machine resumes from .devruns/. SETS is
+# start, when dmc.py gets SIGINT: its child checkpoints after its current
+# training call (leave it a minute or two of the device call's 10), and the
+# next call on the still-warm machine resumes from .devruns/. SETS is
 # 'field=value;field=value' (or '' for the defaults, VARIANT 'default').
 # The rows, curves and log go to $OUT (the device tool brings them back) for
 # appending to benchmarks/results/; the machine column says
@@ -18,11 +19,11 @@
 # .devruns) holds the runs; $DMC_ARGS adds dmc.py flags (--eval-every N).
 # Example (benchmarks/RESULTS.md, "SAC with BRO's critic and 4x the updates
 # on one TPU v5e"):
-#   bash benchmarks/device_dmc.sh 540 sac 100000,500000 bro1024-utd2 \
+#   bash benchmarks/device_dmc.sh 480 sac 100000,500000 bro1024-utd2 \
 #     'critic_blocks=2;critic_width=1024;updates_per_iteration=16' CheetahRun
 set -u
 if [ $# -lt 6 ]; then
-  sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
 fi
 deadline=$(( $(date +%s) + $1 )); agent=$2; budgets=$3; variant=$4; sets=$5
