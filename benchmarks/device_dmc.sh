@@ -51,7 +51,7 @@ for t in "$@"; do
   echo "## $t ($left s left) $(date +%T)"
   timeout -s INT -k 120 $left python3 benchmarks/dmc.py --agents "$agent" \
     --tasks "$t" --seeds 0,1,2 --budgets "$budgets" "${vargs[@]}" \
-    "${setargs[@]}" --machine "${DEVICE:-TPU v5e} + $(nproc)-core host" \
+    "${setargs[@]}" --machine "${DEVICE:-TPU v5e} + $(nproc --all)-core host" \
     --runs "$runs/dmc" --results "$runs/rows.csv" \
     --curves "$runs/curves.csv" ${DMC_ARGS:-} >> "$runs/dmc.log" 2>&1 \
     || status=$?
