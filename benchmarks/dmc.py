@@ -386,29 +386,46 @@ def resume_differences(args, agent: str, task: str, run_dir: str
 
 def resume_problems(args, agent: str, task: str,
                     seeds: Sequence[int]) -> List[str]:
-  """The run folders of a cell's pending seeds that would not train what
-  is asked (`resume_differences`), one line each."""
-  _, pending = _pending(args, agent, task, seeds)
+  """Why a cell's pending seeds cannot be trained as asked, one line each.
+
+  Two cases: a run folder that would not train what is asked
+  (`resume_differences`), and a seed with rows at some budgets whose run
+  is not under --runs. A new run of that seed would file its rows and
+  its curve under the same (agent, task, variant, seed) as the other run's,
+  and `append_curves` would keep the other run's points at the env steps
+  both share: one curve spliced from two runs (td3 CheetahRun `n1` was,
+  before this check: its 100k rows from one run, its 500k from another
+  whose own 100k evaluations differed by up to 128).
+  """
+  done, pending = _pending(args, agent, task, seeds)
   problems = []
   for members, cmd in plan_children(args, agent, task, pending):
     if '--resume' not in cmd:
+      for seed, run_dir in members:
+        if done.get(seed):
+          problems.append(
+              f'{agent} {task} ({args.variant}) seed {seed} has rows at '
+              f'{sorted(done[seed])} env steps from a run that is not here '
+              f'(none in {run_dir}); a new run would file its rows '
+              'and curve beside that run\'s. Give --runs the folder that '
+              'holds that run to extend it, or a new --variant to train '
+              'the seed afresh under its own name')
       continue
     for _, run_dir in members:
       diffs = resume_differences(args, agent, task, run_dir)
       if diffs:
         problems.append(f'{run_dir} would be resumed as {agent} on {task} '
-                        f'({args.variant}), but ' + '; '.join(diffs))
+                        f'({args.variant}), but ' + '; '.join(diffs) + '. '
+                        'Give the --variant and --set that made it, or a '
+                        'new --variant to train the cell afresh under its '
+                        'own name')
   return problems
 
 
 def refuse_resumes(problems: Sequence[str], tag: str) -> bool:
-  """Prints `resume_problems`' lines and the fix; True if there were any."""
+  """Prints `resume_problems`' lines, each with its fix; True if any."""
   for line in problems:
     print(f'{tag}: error: {line}.', file=sys.stderr)
-  if problems:
-    print(f'{tag}: error: move those folders aside (or pass --runs '
-          'elsewhere) to start the cells afresh, or give the --variant and '
-          '--set that made them.', file=sys.stderr)
   return bool(problems)
 
 

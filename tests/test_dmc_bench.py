@@ -213,6 +213,34 @@ def test_ctrl_c_checkpoints_the_child_once_and_exits_130(tmp_path):
       r['budget'] != '40000' for r in _read(tmp_path / 'dmc.csv'))
 
 
+def test_a_seed_whose_earlier_run_is_gone_is_refused_not_spliced(
+    tmp_path, capsys):
+  # Seed 0 has its 2,000-step row from a run whose folder is not under
+  # --runs (another machine, another --runs). Asked for 3,000 as well,
+  # dmc.py used to start a new run from scratch, file its 3,000 row beside
+  # the other run's 2,000 row, and keep the other run's curve points where
+  # the two overlapped: one curve spliced from two runs. Seed 1 has no
+  # rows and could start, but nothing runs: exit 2, nothing written.
+  _write(tmp_path / 'dmc.csv', dmc.COLUMNS,
+         [_row('CartpoleBalance', 0, 2000, 80.0, variant='tiny')])
+  _write(tmp_path / 'curves.csv', dmc.CURVE_COLUMNS, [dict(
+      agent='sac', task='CartpoleBalance', seed=0, variant='tiny',
+      env_steps=2000, eval_return=80.0, cpu_s=1.0, wall_s=1.0,
+      version='0.1.0', commit='aaa')])
+  before = [(tmp_path / f).read_bytes() for f in ('dmc.csv', 'curves.csv')]
+  argv = [a if a != '2000' else '2000,3000' for a in TINY]
+  assert dmc.main([*argv, *_paths(tmp_path)]) == 2
+  err = capsys.readouterr().err
+  member = tmp_path / 'runs' / 'tiny' / 'sac-CartpoleBalance-seed0'
+  assert ('sac CartpoleBalance (tiny) seed 0 has rows at [2000] env steps '
+          f'from a run that is not here (none in {member})') in err
+  assert 'a new --variant' in err
+  assert 'seed 1' not in err
+  assert [(tmp_path / f).read_bytes()
+          for f in ('dmc.csv', 'curves.csv')] == before
+  assert not (tmp_path / 'runs').exists()
+
+
 def test_a_budget_takes_the_nearest_evaluation_once_one_is_past_it():
   # 8 envs x action repeat 8 = 64 env steps per iteration; --eval-every
   # 20000 becomes calls of 19,968 steps, evaluated after each from the
