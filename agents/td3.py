@@ -22,9 +22,25 @@ against 837, CartpoleSwingup 865 against 852 and BallInCup 964 against
 959 (seed 0 recovers: 906 by 200k, 963.5 at 500k); return / CURL IQM
 0.98 [0.96, 0.98] against 0.89 [0.84, 0.93], meeting CURL on
 CartpoleSwingup and ReacherEasy (WalkerWalk -4 and BallInCup -10 short,
-FingerSpin -137, CheetahRun -274). `n_step=1`
-(variant `n1`) gave CheetahRun 416 at 100k, its Q at 0.07 of the return's
-discounted value.
+FingerSpin -137, CheetahRun -274).
+
+n-step targets (`n_step`, the skeleton's 3). One-step targets (variant
+`n1`, `--set n_step=1`; benchmarks/RESULTS.md, "TD3 with one-step
+targets") lead on five of the six tasks at 100k, 3 seeds: ReacherEasy
+815 against 697 and BallInCup 961 against 638 (both meeting CURL's 746),
+WalkerWalk 816 against 684, FingerSpin 641 against 471, CheetahRun 392
+against 340 (return / CURL IQM 0.91 [0.81, 0.99] against 0.81 [0.68,
+0.92]). At 500k FingerSpin reads 891 [841, 973] against 786 (the
+interval reaching CURL's 923), and CheetahRun 650 [626, 668] against 521,
+every seed above every default seed at 16 of the 17 evaluations from 180k
+on, its critic further below its policy's value (Q at 0.53-0.57 of the
+discounted value of the return, against 0.71-0.81). But CartpoleSwingup,
+at action repeat 8, learns slowly without them: 408 / 842 / 458 at 100k
+against 843 / 871 / 845 (the default passes 800 by 60k; n1's seeds read
+293 / 623 / 266 there). Two-step targets (`n2`) keep CartpoleSwingup (860
+at 100k) and take part of CheetahRun's gain (470 at 200k, between the
+default's 419 and n1's 530). The default stays 3 until the 500k column
+(two of six tasks so far) says which serves the six.
 
 This file states only those differences; init, act, the update's skeleton
 (the delay is a `lax.cond` on the update counter), exploration, replay and
