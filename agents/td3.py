@@ -31,7 +31,8 @@ targets") lead on five of the six tasks at 100k, 3 seeds: ReacherEasy
 WalkerWalk 816 against 684, FingerSpin 641 against 471, CheetahRun 392
 against 340 (return / CURL IQM 0.91 [0.81, 0.99] against 0.81 [0.68,
 0.92]). At 500k FingerSpin reads 891 [841, 973] against 786 (the
-interval reaching CURL's 923), and CheetahRun 650 [626, 668] against 521,
+interval reaching CURL's 923), BallInCup 973 [970, 979] against 964, and
+CheetahRun 650 [626, 668] against 521,
 every seed above every default seed at 16 of the 17 evaluations from 180k
 on, its critic further below its policy's value (Q at 0.53-0.57 of the
 discounted value of the return, against 0.71-0.81). But CartpoleSwingup,
@@ -40,7 +41,7 @@ against 843 / 871 / 845 (the default passes 800 by 60k; n1's seeds read
 293 / 623 / 266 there). Two-step targets (`n2`) keep CartpoleSwingup (860
 at 100k) and take part of CheetahRun's gain (470 at 200k, between the
 default's 419 and n1's 530). The default stays 3 until the 500k column
-(two of six tasks so far) says which serves the six.
+(three of six tasks so far) says which serves the six.
 
 This file states only those differences; init, act, the update's skeleton
 (the delay is a `lax.cond` on the update counter), exploration, replay and
