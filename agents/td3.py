@@ -32,10 +32,10 @@ WalkerWalk 816 against 684, FingerSpin 641 against 471, CheetahRun 392
 against 340 (return / CURL IQM 0.91 [0.81, 0.99] against 0.81 [0.68,
 0.92]). At 500k FingerSpin reads 891 [841, 973] against 786 (the
 interval reaching CURL's 923), BallInCup 973 [970, 979] against 964, and
-CheetahRun 650 [626, 668] against 521,
-every seed above every default seed at 16 of the 17 evaluations from 180k
-on, its critic further below its policy's value (Q at 0.53-0.57 of the
-discounted value of the return, against 0.71-0.81). But CartpoleSwingup,
+CheetahRun 650 [626, 668] against 521, every seed above every default
+seed at 16 of the 17 evaluations from 180k on, its critic further below
+its policy's value (Q at 0.53-0.57 of the discounted value of the return,
+against 0.71-0.81). But CartpoleSwingup,
 at action repeat 8, learns slowly without them: 408 / 842 / 458 at 100k
 against 843 / 871 / 845 (the default passes 800 by 60k; n1's seeds read
 293 / 623 / 266 there). Two-step targets (`n2`) keep CartpoleSwingup (860
