@@ -304,6 +304,26 @@ def test_ddpg_noise_decays_over_its_own_125k_updates():
   np.testing.assert_allclose(np.std(noisy - mean), 0.28, rtol=0.05)
 
 
+def test_td3_trains_on_one_step_targets_from_states_three_from_pixels():
+  # TD3 redeclares the skeleton's n_step (3) as 1; a run from states
+  # resolves to it and its recipe samples one-step windows, the other
+  # recipes keep 3, and from pixels TD3's PIXEL_DEFAULTS put back 3.
+  from roxie.run import config as run_config  # pylint: disable=g-import-not-at-top
+
+  def resolved(agent, overrides=None):
+    return run_config.new_run_config(agent, 'CheetahRun', 'cpu', None, 1000,
+                                     0, overrides, None, 1, None,
+                                     None).config['n_step']
+
+  assert off_policy.Config().n_step == 3
+  assert resolved('td3') == td3.Config().n_step == 1
+  for name in ('ddpg', 'd4pg', 'td4'):
+    assert resolved(name) == 3
+  assert resolved('td3', run_config.pixel_defaults('td3')) == 3
+  assert resolved('td3', {'n_step': '2'}) == 2  # --set still wins.
+  assert td3.make(td3.Config(), SPEC).replay.n_step == 1
+
+
 # TD3 and TD4: twin critics.
 
 
