@@ -22,31 +22,28 @@ against 837, CartpoleSwingup 865 against 852, BallInCup 964 against 959.
 
 One-step targets (`n_step=1`), not the skeleton's 3, since 2026-12-07 (the
 3-step rows are variant `n3`; benchmarks/RESULTS.md, "TD3 with one-step
-targets"). 3 seeds, against 3-step targets, at 100k: ReacherEasy 815
-against 697 and BallInCup 961 against 638 (both meeting CURL's 746),
-WalkerWalk 816 against 684, FingerSpin 641 against 471, CheetahRun 392
-against 340; return / CURL IQM 0.91 [0.81, 0.99] against 0.81 [0.68,
-0.92]; the same CPU per env step (`run_cost.py`, 1.00x). At 500k:
-CheetahRun 650 [626, 668] against 521 (every seed above
-every 3-step seed at 16 of the 17 evaluations from 180k on), FingerSpin
-891 [841, 973] against 786, WalkerWalk 962 against 944 (now meeting
-CURL's 948), BallInCup 973 [970, 979] against 964, CartpoleSwingup 861
-against 865, ReacherEasy 925 against 957 (one seed missed one evaluation
+targets"). 3 seeds, against 3-step targets, at 100k: ReacherEasy 815 against
+697 and BallInCup 961 against 638 (both meeting CURL's 746), WalkerWalk 816
+against 684, FingerSpin 641 against 471, CheetahRun 392 against 340; return
+/ CURL IQM 0.91 [0.81, 0.99] against 0.81 [0.68, 0.92]; the same CPU per env
+step (`run_cost.py`, 1.00x). At 500k: CheetahRun 650 [626, 668] against 521
+(every seed above every 3-step seed at 16 of the 17 evaluations from 180k
+on), FingerSpin 891 [841, 973] against 786, WalkerWalk 962 against 944 (now
+meeting CURL's 948), BallInCup 973 [970, 979] against 964, CartpoleSwingup
+861 against 865, ReacherEasy 925 against 957 (one seed missed one evaluation
 episode); IQM 0.99 [0.98, 1.01] against 0.98 [0.96, 0.98]. What it costs:
-CartpoleSwingup at action repeat 8, whose swing-up the 3-step window
-carried back faster: 408 / 842 / 458 at 100k against 843 / 871 / 845
-(seeds 0 and 2 read 626 and 706 at 200k and pass 800 by 380k), and 800 at
-161k env steps and 109 CPU s against 90k and 51 (`cartpole_curves.py`,
-seed 0; the 3-step figures from an earlier session's run), inside the
-10 minutes issue 13 allows. Two-step targets (`n2`)
-keep CartpoleSwingup (860 at 100k) but take only part of CheetahRun's gain
-(470 at 200k, between 419 and 530). The critic did not gain by sitting
-closer to its policy's value: on CheetahRun at 500k its Q is 0.53-0.57 of
-the discounted value of the return, against 0.71-0.81 with 3-step targets;
-our guess at the cost is the uncorrected 3-step window, whose later
-actions are the behaviour's noisy ones; the metrics do not separate it.
-From pixels the skeleton's 3 stays (`PIXEL_DEFAULTS`; DrQ-v2's),
-unmeasured here with 1.
+CartpoleSwingup at action repeat 8, whose swing-up the 3-step window carried
+back faster: 408 / 842 / 458 at 100k against 843 / 871 / 845 (seeds 0 and 2
+read 626 and 706 at 200k and pass 800 by 380k), and 800 at 161k env steps
+and 109 CPU s against 90k and 64 (`cartpole_curves.py`, seed 0; the 3-step
+figures are docs/PERFORMANCE.md's), inside the 10 minutes issue 13 allows. Two-step targets (`n2`) keep CartpoleSwingup (860 at 100k) but take
+only part of CheetahRun's gain (470 at 200k, between 419 and 530). The
+critic did not gain by sitting closer to its policy's value: on CheetahRun
+at 500k its Q is 0.53-0.57 of the discounted value of the return, against
+0.71-0.81 with 3-step targets; our guess at the cost is the uncorrected
+3-step window, whose later actions are the behaviour's noisy ones; the
+metrics do not separate it. From pixels the skeleton's 3 stays
+(`PIXEL_DEFAULTS`; DrQ-v2's), unmeasured here with 1.
 
 This file states only those differences; init, act, the update's skeleton
 (the delay is a `lax.cond` on the update counter), exploration, replay and
