@@ -20,6 +20,7 @@ import pytest
 
 from roxie import losses, networks
 from roxie.agents import d4pg, ddpg, off_policy, td3, td4
+from roxie.run import config as run_config
 from roxie.types import EnvSpec, Transition
 
 SPEC = EnvSpec(task='Synthetic', obs_size=4, action_size=2,
@@ -275,16 +276,18 @@ def test_ddpg_saturation_penalty_adds_to_actor_loss():
                              9. * SPEC.action_size, rtol=1e-4)
 
 
+def _run_config(agent, task, overrides=None):
+  """The agent Config a new run of `task` resolves to, as a dict."""
+  return run_config.new_run_config(agent, task, 'cpu', None, 1000, 0,
+                                   overrides, None, 1, None, None).config
+
+
 def test_ddpg_noise_decays_over_its_own_125k_updates():
   # DDPG redeclares the skeleton's noise_decay_updates (50k) as 125k; a run
   # resolves to it, the others keep 50k, and from pixels PIXEL_DEFAULTS'
   # 10k still wins.
-  from roxie.run import config as run_config  # pylint: disable=g-import-not-at-top
-
   def resolved(agent, overrides=None):
-    return run_config.new_run_config(agent, 'FingerSpin', 'cpu', None, 1000,
-                                     0, overrides, None, 1, None,
-                                     None).config['noise_decay_updates']
+    return _run_config(agent, 'FingerSpin', overrides)['noise_decay_updates']
 
   assert resolved('ddpg') == 125_000
   for name in ('td3', 'd4pg', 'td4'):
@@ -308,12 +311,8 @@ def test_td3_trains_on_one_step_targets_from_states_three_from_pixels():
   # TD3 redeclares the skeleton's n_step (3) as 1; a run from states
   # resolves to it and its recipe samples one-step windows, the other
   # recipes keep 3, and from pixels TD3's PIXEL_DEFAULTS put back 3.
-  from roxie.run import config as run_config  # pylint: disable=g-import-not-at-top
-
   def resolved(agent, overrides=None):
-    return run_config.new_run_config(agent, 'CheetahRun', 'cpu', None, 1000,
-                                     0, overrides, None, 1, None,
-                                     None).config['n_step']
+    return _run_config(agent, 'CheetahRun', overrides)['n_step']
 
   assert off_policy.Config().n_step == 3
   assert resolved('td3') == td3.Config().n_step == 1
