@@ -11,26 +11,50 @@ deterministic policy. An optional penalty keeps the actor's pre-tanh
 outputs out of tanh's flat tails.
 
 Its defaults are the skeleton's (DrQ's learning rate on standardised
-observations since 2026-12-06; `off_policy.Config` says why) but one: the
-exploration noise decays over 125k updates, not 50k (since 2026-12-06; the
-old default's rows are DMC.md's variant `noisedecay50k`). Counted in
-updates, 50k ended the decay at 200k env steps on FingerSpin, where seeds
-then settled on their own levels (431, 822, 725) with critics level with
-their policies (Q at 0.91-1.01 of the value of the return): what held the
-stuck seeds was exploration that narrowed too soon. With 125k (the whole
-500k run at action repeat 2), 3 seeds at 500k: FingerSpin 819 / 830 / 818
-(822 against 659, 8 short of DDPG's 830.7), BallInCup 968 against 959,
-ReacherEasy 970 against 960, WalkerWalk 917 against 916, CartpoleSwingup
-854 against 856, CheetahRun 552 against 581; return / CURL IQM over the
-six 0.97 [0.95, 0.98] against 0.95 [0.92, 0.98]. At 100k BallInCup's seed
-0 now catches the ball (964 against 633) and WalkerWalk trails (IQM over
-5 seeds 685 against 813; 424-939 against 591-924), 0.90 [0.79, 1.00]
-against 0.88 [0.76, 0.98] over the six. A higher floor alone
-(`noise_end=0.2`) left one FingerSpin seed at 578. TD3 did not gain
-from the longer decay (FingerSpin 635 against 786) and TD4's seeds split
-(870, 3 and 821 at 500k against 610, 596 and 826), so it stays DDPG's
-(benchmarks/RESULTS.md, "FingerSpin's stuck seeds and the exploration
-schedule"; docs/BASELINES.md).
+observations since 2026-12-06; `off_policy.Config` says why) but two: the
+targets are one-step (below), and the exploration noise decays over 125k
+updates, not 50k (since 2026-12-06; the old default's rows are DMC.md's
+variant `noisedecay50k`). Counted in updates, 50k ended the decay at 200k
+env steps on FingerSpin, where seeds then settled on their own levels (431,
+822, 725) with critics level with their policies (Q at 0.91-1.01 of the
+value of the return): what held the stuck seeds was exploration that
+narrowed too soon. With 125k (the whole 500k run at action repeat 2), 3
+seeds at 500k: FingerSpin 819 / 830 / 818 (822 against 659, 8 short of
+DDPG's 830.7), BallInCup 968 against 959, ReacherEasy 970 against 960,
+WalkerWalk 917 against 916, CartpoleSwingup 854 against 856, CheetahRun 552
+against 581; return / CURL IQM over the six 0.97 [0.95, 0.98] against 0.95
+[0.92, 0.98]. At 100k BallInCup's seed 0 now catches the ball (964 against
+633) and WalkerWalk trails (IQM over 5 seeds 685 against 813; 424-939
+against 591-924), 0.90 [0.79, 1.00] against 0.88 [0.76, 0.98] over the six.
+A higher floor alone (`noise_end=0.2`) left one FingerSpin seed at 578. TD3
+did not gain from the longer decay (FingerSpin 635 against 786) and TD4's
+seeds split (870, 3 and 821 at 500k against 610, 596 and 826), so it stays
+DDPG's (benchmarks/RESULTS.md, "FingerSpin's stuck seeds and the exploration
+schedule"; docs/BASELINES.md). These are 3-step figures, measured before
+the next paragraph's change.
+
+One-step targets (`n_step=1`), not the skeleton's 3, since 2026-12-07, as
+TD3 took the same day (the 3-step rows are variant `n3`;
+benchmarks/RESULTS.md, "DDPG takes one-step targets"). 3 seeds, against
+3-step targets, at 500k: FingerSpin 898 [843, 971] against 822 (now meeting
+DDPG's 831), CheetahRun 615 against 552 (still 101 short), WalkerWalk 961
+against 917, BallInCup 976 against 968, CartpoleSwingup 874 against 854,
+ReacherEasy 933 against 970 (one seed at 877); five of the six cells meet
+their target, against four; return / CURL IQM 1.00 [0.98, 1.02] against 0.97
+[0.95, 0.98]. At 100k: CheetahRun 396 against 281, FingerSpin 711 against
+628, WalkerWalk 909 against 685 (IQM over 5 seeds a side), ReacherEasy 844
+against 825, BallInCup 957 against 964; IQM 0.94 [0.87, 0.98] against 0.90
+[0.79, 1.00], three cells met either way. The cost is CartpoleSwingup at
+100k, as for TD3: 566 / 637 / 742 against 859 / 840 / 846, with 800 reached
+at 131k env steps and 73 CPU s against 40k and 30 (`cartpole_curves.py`,
+seed 0), inside issue 13's 10 minutes; by 500k it is ahead. The metrics do
+not single out the critic there: on CartpoleSwingup at 100k the one-step
+critic's Q is 0.23-0.27 of the discounted value of the return, the 3-step
+one's 0.23-0.45 with all three of its seeds past 840 already. On FingerSpin
+at 500k it sits level (1.02-1.08 against 0.89-0.95), on CheetahRun a little
+lower (0.85-0.86 against 0.88-0.93) for 63 more return, as TD3's did. From
+pixels the skeleton's 3 stays (`PIXEL_DEFAULTS`; DrQ-v2's), unmeasured here
+with 1.
 
 This file states only DDPG's critic (one Q-function), its target and loss;
 init, act, the update's skeleton, replay and pixels (a shared conv encoder in
@@ -49,10 +73,9 @@ from roxie import losses, networks
 from roxie.agents import off_policy
 from roxie.types import EnvSpec, Recipe
 
-# The state, the run defaults (also from pixels) and the export hooks are the
-# skeleton's.
+# The state, the run defaults and the export hooks are the skeleton's.
 from roxie.agents.off_policy import (  # pylint: disable=unused-import
-    PIXEL_DEFAULTS, RUN_DEFAULTS, State, make_policy, policy_params)
+    RUN_DEFAULTS, State, make_policy, policy_params)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,9 +86,17 @@ class Config(off_policy.Config):
   # WalkerWalk), 1M at 4 (the module docstring gives the evidence). From
   # pixels PIXEL_DEFAULTS' 10k holds.
   noise_decay_updates: int = 125_000
+  # One-step targets, as TD3's, not the skeleton's 3 (since 2026-12-07; the
+  # module docstring has the evidence).
+  n_step: int = 1
   # Actor pre-tanh saturation penalty (0 turns it off).
   saturation_weight: float = 0.
   saturation_threshold: float = 2.
+
+
+# From pixels the skeleton's, with its 3-step targets (DrQ-v2's): the
+# evidence for one-step targets is from states only.
+PIXEL_DEFAULTS = dict(off_policy.PIXEL_DEFAULTS, n_step=3)
 
 
 def make(config: Config, spec: EnvSpec) -> Recipe:

@@ -307,20 +307,23 @@ def test_ddpg_noise_decays_over_its_own_125k_updates():
   np.testing.assert_allclose(np.std(noisy - mean), 0.28, rtol=0.05)
 
 
-def test_td3_trains_on_one_step_targets_from_states_three_from_pixels():
-  # TD3 redeclares the skeleton's n_step (3) as 1; a run from states
-  # resolves to it and its recipe samples one-step windows, the other
-  # recipes keep 3, and from pixels TD3's PIXEL_DEFAULTS put back 3.
+@pytest.mark.parametrize('name', ['td3', 'ddpg'])
+def test_one_step_targets_from_states_three_from_pixels(name):
+  # TD3 and DDPG redeclare the skeleton's n_step (3) as 1; a run from
+  # states resolves to it and the recipe samples one-step windows, D4PG and
+  # TD4 keep 3, and from pixels the recipe's PIXEL_DEFAULTS put back 3.
+  module = MODULES[name]
+
   def resolved(agent, overrides=None):
     return _run_config(agent, 'CheetahRun', overrides)['n_step']
 
   assert off_policy.Config().n_step == 3
-  assert resolved('td3') == td3.Config().n_step == 1
-  for name in ('ddpg', 'd4pg', 'td4'):
-    assert resolved(name) == 3
-  assert resolved('td3', run_config.pixel_defaults('td3')) == 3
-  assert resolved('td3', {'n_step': '2'}) == 2  # --set still wins.
-  assert td3.make(td3.Config(), SPEC).replay.n_step == 1
+  assert resolved(name) == module.Config().n_step == 1
+  for other in ('d4pg', 'td4'):
+    assert resolved(other) == 3
+  assert resolved(name, run_config.pixel_defaults(name)) == 3
+  assert resolved(name, {'n_step': '2'}) == 2  # --set still wins.
+  assert module.make(module.Config(), SPEC).replay.n_step == 1
 
 
 # TD3 and TD4: twin critics.
