@@ -74,6 +74,8 @@ class ReplayConfig:
   # Replay and targets.
   replay_capacity: int = 500_000
   batch_size: int = 256
+  # D4PG's and TD4's; TD3 and DDPG take one-step targets from states (their
+  # docstrings say why) and this 3 from pixels.
   n_step: int = 3
   discount: float = 0.99
   tau: float = 0.005
