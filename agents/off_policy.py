@@ -75,7 +75,7 @@ class ReplayConfig:
   replay_capacity: int = 500_000
   batch_size: int = 256
   # D4PG's and TD4's; TD3 and DDPG take one-step targets from states (their
-  # docstrings say why) and this 3 from pixels.
+  # docstrings say why), and every recipe 3 from pixels (PIXEL_DEFAULTS).
   n_step: int = 3
   discount: float = 0.99
   tau: float = 0.005
@@ -264,10 +264,11 @@ RUN_DEFAULTS = RunDefaults(num_envs=8, total_steps=200_000, action_repeat=1)
 
 # What `roxie train --obs pixels` changes in the defaults above (`--set`
 # still wins): the off-policy recipes' shared settings from pixels
-# (`PIXEL_RUN_DEFAULTS`), DrQ's actor learning rate, and the
-# exploration noise decayed over 10k updates.
+# (`PIXEL_RUN_DEFAULTS`), DrQ's actor learning rate, the exploration noise
+# decayed over 10k updates, and 3-step targets (DrQ-v2's), also for TD3 and
+# DDPG, whose one-step default is evidence from states only.
 PIXEL_DEFAULTS = dict(PIXEL_RUN_DEFAULTS, actor_lr=1e-3,
-                      noise_decay_updates=10_000)
+                      noise_decay_updates=10_000, n_step=3)
 
 
 class State(NamedTuple):

@@ -62,9 +62,10 @@ from roxie import losses, networks
 from roxie.agents import off_policy
 from roxie.types import EnvSpec, Recipe
 
-# The state, the run defaults and the export hooks are the skeleton's.
+# The state, the run defaults (from pixels with 3-step targets) and the
+# export hooks are the skeleton's.
 from roxie.agents.off_policy import (  # pylint: disable=unused-import
-    RUN_DEFAULTS, State, make_policy, policy_params)
+    PIXEL_DEFAULTS, RUN_DEFAULTS, State, make_policy, policy_params)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,11 +74,6 @@ class Config(off_policy.DelayedConfig):
   # One-step targets, as TD3's paper and CURL's State-SAC, not the
   # skeleton's 3 (since 2026-12-07; the module docstring has the evidence).
   n_step: int = 1
-
-
-# From pixels the skeleton's, with its 3-step targets (DrQ-v2's): the
-# evidence for one-step targets is from states only.
-PIXEL_DEFAULTS = dict(off_policy.PIXEL_DEFAULTS, n_step=3)
 
 
 def make(config: Config, spec: EnvSpec) -> Recipe:
