@@ -202,3 +202,32 @@ def test_wheels_for_the_tpu_image_are_cp311_and_bring_what_it_lacks():
   assert gpu.DEVICE_COMMAND == gpu.IMAGES['gpu']['command']
   assert gpu.parse_args(['--prepare-wheels', '/d', '--image', 'tpu']).image \
       == 'tpu'
+
+
+def test_mujoco_wheel_loses_studio_and_the_tree_counts_against_the_carry(
+    tmp_path):
+  # Bug reproduced: the 'tpu-dmc' wheels (61.4 MiB) passed the 64 MiB check
+  # alone, but with the working tree (5.5 MiB) the device tool refused the
+  # call. MuJoCo Studio's GUI (mujoco/experimental/, 15 MB) is never
+  # imported; the tracked files now count in the total.
+  import zipfile  # pylint: disable=g-import-not-at-top
+  path = str(tmp_path / 'mujoco-3.17.0-cp311-cp311-linux_x86_64.whl')
+  names = ['mujoco/__init__.py', 'mujoco/libmujoco.so.3.17.0',
+           'mujoco/experimental/studio/__init__.py',
+           'mujoco.libs/libGL.so', 'mujoco-3.17.0.dist-info/METADATA']
+  with zipfile.ZipFile(path, 'w') as z:
+    for n in names:
+      z.writestr(n, b'x')
+  prefix = next(p for p in gpu.TRIMS if os.path.basename(path).startswith(p))
+  assert gpu.trim_wheel(path, *gpu.TRIMS[prefix]) == 1
+  with zipfile.ZipFile(path) as z:
+    assert sorted(z.namelist()) == sorted(
+        n for n in names if 'experimental' not in n)
+  repo = tmp_path / 'repo'
+  repo.mkdir()
+  (repo / 'a.txt').write_bytes(b'12345')
+  (repo / 'untracked.bin').write_bytes(b'0' * 100)
+  subprocess.run(['git', 'init', '-q', str(repo)], check=True)
+  subprocess.run(['git', '-C', str(repo), 'add', 'a.txt'], check=True)
+  assert gpu.tree_bytes(str(repo)) == 5
+  assert gpu.tree_bytes(str(tmp_path / 'nowhere')) == 0
