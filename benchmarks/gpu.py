@@ -49,10 +49,11 @@ orbax-checkpoint, but not MuJoCo. This script installs nothing and needs no
 `roxie.agents` itself where roxie is not installed). The rest travels as
 wheels: `python benchmarks/gpu.py --prepare-wheels .whl` (here, with
 network) downloads the cp312 wheels of `DEVICE_WHEELS` at this environment's
-versions (mujoco 3.17.0, 25.4 MiB; mujoco-mjx, 6.9; dm-haiku, jmp, dm-tree,
-dm-env, trimesh, glfw, 1.5 together) and dm-control 1.0.50 trimmed to the
-suite (56 MB whole, 4.7 MiB trimmed): 38.5 MiB, under the 64 MiB a device
-call carries with the 2 MB tree. There, with `.whl` carried (and ignored by
+versions (mujoco 3.17.0, 25.4 MiB whole, 10.6 without MuJoCo Studio's GUI;
+mujoco-mjx, 6.9; dm-haiku, jmp, dm-tree, dm-env, trimesh, glfw, 1.5
+together) and dm-control 1.0.50 trimmed to the suite (56 MB whole, 4.7 MiB
+trimmed), well under the 64 MiB a device call carries with the tracked tree
+(5.5 MiB; the size check counts it). There, with `.whl` carried (and ignored by
 git), run `DEVICE_COMMAND` (one line there, wrapped here):
 
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir
@@ -73,9 +74,9 @@ download --python-version 3.12 --platform manylinux_2_28_x86_64` on
 The TPU image (tpu-v5e: Python 3.11 with JAX 0.10.2, numpy and scipy, and
 neither chex nor optax) takes `--prepare-wheels .whl --image tpu`: cp311
 wheels of the same list plus what that image lacks (`TPU_EXTRA_WHEELS`),
-46 MiB with dm-control trimmed, and `IMAGES['tpu']['command']` there
-(`--image tpu-dmc`: the wheels `benchmarks/device_dmc.sh` needs, MJX left out
-and orbax added, 61 MiB). On one TPU v5e
+and runs `IMAGES['tpu']['command']` there (`--image tpu-dmc`: the wheels
+`benchmarks/device_dmc.sh` needs, MJX left out and orbax added, 46.3 MiB,
+51.8 with the tree, on 2026-12-07). On one TPU v5e
 (2026-12-06) every MJX item overran its limit: compiling the HumanoidWalk
 scan took 125 s, and it stepped 3,100 env steps/s at 128 envs, no more than
 the native backend on 2 CPU cores (benchmarks/RESULTS.md, "MJX on one TPU
@@ -284,7 +285,8 @@ TPU_EXTRA_WHEELS = ('chex', 'optax', 'absl-py', 'toolz', 'etils',
 # `benchmarks/device_dmc.sh` on the TPU image (image 'tpu-dmc'): the native
 # backend's physics without MJX (whose 6.9 MiB and trimesh it never imports),
 # and `roxie train`'s checkpoints, orbax and what it imports (tensorstore is
-# 20.8 MiB of it): 61 MiB, where adding these to 'tpu' would make 69.
+# 20.8 MiB of it): 46 MiB with MuJoCo trimmed (61 whole, which with the
+# tree's 5.5 was more than a call carries).
 NATIVE_WHEELS = tuple(w for w in DEVICE_WHEELS
                       if w not in ('mujoco-mjx', 'trimesh'))
 CHECKPOINT_WHEELS = ('orbax-checkpoint', 'tensorstore', 'humanize', 'msgpack',

@@ -185,8 +185,7 @@ def test_wheels_for_the_tpu_image_are_cp311_and_bring_what_it_lacks():
   assert gpu_cmd[gpu_cmd.index('--python-version') + 1] == '3.12'
   assert tpu[-1] == 'chex==1' and tpu.count('--platform') == 5
   assert {'chex', 'optax', 'lxml'} <= set(gpu.IMAGES['tpu']['wheels'])
-  # device_dmc.sh's wheels: checkpoints (orbax) in, MJX out, which keeps
-  # them under a device call's 64 MiB (69 MiB with both).
+  # device_dmc.sh's wheels: checkpoints (orbax) in, MJX out.
   dmc_wheels = set(gpu.IMAGES['tpu-dmc']['wheels'])
   assert {'chex', 'optax', 'mujoco', 'orbax-checkpoint', 'tensorstore'
           } <= dmc_wheels
