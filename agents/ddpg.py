@@ -33,9 +33,9 @@ DDPG's (benchmarks/RESULTS.md, "FingerSpin's stuck seeds and the exploration
 schedule"; docs/BASELINES.md). These are 3-step figures, measured before
 the next paragraph's change.
 
-One-step targets (`n_step=1`), not the skeleton's 3, since 2026-12-07, as
-TD3 took the same day (the 3-step rows are variant `n3`;
-benchmarks/RESULTS.md, "DDPG takes one-step targets"). 3 seeds, against
+One-step targets (`n_step=1`), not the skeleton's 3 then, since 2026-12-07,
+as TD3 took the same day (the skeleton's own default since D4PG took them
+too; the 3-step rows are variant `n3`; benchmarks/RESULTS.md, "DDPG takes one-step targets"). 3 seeds, against
 3-step targets, at 500k: FingerSpin 898 [843, 971] against 822 (now meeting
 DDPG's 831), CheetahRun 615 against 552 (still 101 short), WalkerWalk 961
 against 917, BallInCup 976 against 968, CartpoleSwingup 874 against 854,
@@ -87,9 +87,6 @@ class Config(off_policy.Config):
   # WalkerWalk), 1M at 4 (the module docstring gives the evidence). From
   # pixels PIXEL_DEFAULTS' 10k holds.
   noise_decay_updates: int = 125_000
-  # One-step targets, as TD3's, not the skeleton's 3 (since 2026-12-07; the
-  # module docstring has the evidence).
-  n_step: int = 1
   # Actor pre-tanh saturation penalty (0 turns it off).
   saturation_weight: float = 0.
   saturation_threshold: float = 2.

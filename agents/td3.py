@@ -20,8 +20,9 @@ CheetahRun 521 against 425, WalkerWalk 944 against 893, ReacherEasy 957
 against 837, CartpoleSwingup 865 against 852, BallInCup 964 against 959.
 (These are 3-step figures: the old default of the next paragraph.)
 
-One-step targets (`n_step=1`), not the skeleton's 3, since 2026-12-07 (the
-3-step rows are variant `n3`; benchmarks/RESULTS.md, "TD3 with one-step
+One-step targets (`n_step=1`), not the skeleton's 3 then, since 2026-12-07
+(the skeleton's own default since D4PG took them too; the 3-step rows are
+variant `n3`; benchmarks/RESULTS.md, "TD3 with one-step
 targets"). 3 seeds, against 3-step targets, at 100k: ReacherEasy 815 against
 697 and BallInCup 961 against 638 (both meeting CURL's 746), WalkerWalk 816
 against 684, FingerSpin 641 against 471, CheetahRun 392 against 340; return
@@ -71,9 +72,6 @@ from roxie.agents.off_policy import (  # pylint: disable=unused-import
 @dataclasses.dataclass(frozen=True)
 class Config(off_policy.DelayedConfig):
   """TD3 hyperparameters; the defaults suit a 2-core CPU."""
-  # One-step targets, as TD3's paper and CURL's State-SAC, not the
-  # skeleton's 3 (since 2026-12-07; the module docstring has the evidence).
-  n_step: int = 1
 
 
 def make(config: Config, spec: EnvSpec) -> Recipe:

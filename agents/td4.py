@@ -54,6 +54,10 @@ from roxie.agents.off_policy import (  # pylint: disable=unused-import
 @dataclasses.dataclass(frozen=True)
 class Config(off_policy.CategoricalConfig, off_policy.DelayedConfig):
   """TD4 hyperparameters; the defaults suit a 2-core CPU."""
+  # 3-step targets, not the skeleton's one-step ones, until its column with
+  # one-step targets (variant `n1`, begun 2026-12-07) is whole; the module
+  # docstring has what it shows so far.
+  n_step: int = 3
 
 
 def make(config: Config, spec: EnvSpec) -> Recipe:

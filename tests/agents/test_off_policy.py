@@ -307,20 +307,22 @@ def test_ddpg_noise_decays_over_its_own_125k_updates():
   np.testing.assert_allclose(np.std(noisy - mean), 0.28, rtol=0.05)
 
 
-@pytest.mark.parametrize('name', ['td3', 'ddpg'])
+@pytest.mark.parametrize('name', ['td3', 'ddpg', 'd4pg'])
 def test_one_step_targets_from_states_three_from_pixels(name):
-  # TD3 and DDPG redeclare the skeleton's n_step (3) as 1; a run from
-  # states resolves to it and the recipe samples one-step windows, D4PG and
-  # TD4 keep 3, and from pixels the recipe's PIXEL_DEFAULTS put back 3.
+  # The skeleton's Config takes one-step targets (ReplayConfig's 3 stays
+  # MPO's, and TD4 redeclares it); a run from states resolves to 1 and the
+  # recipe samples one-step windows, and from pixels the recipe's
+  # PIXEL_DEFAULTS put back 3. The d4pg case failed before D4PG took them
+  # (3 == 1).
   module = MODULES[name]
 
   def resolved(agent, overrides=None):
     return _run_config(agent, 'CheetahRun', overrides)['n_step']
 
-  assert off_policy.Config().n_step == 3
+  assert off_policy.Config().n_step == 1
+  assert off_policy.ReplayConfig().n_step == 3
   assert resolved(name) == module.Config().n_step == 1
-  for other in ('d4pg', 'td4'):
-    assert resolved(other) == 3
+  assert resolved('td4') == 3
   assert resolved(name, run_config.pixel_defaults(name)) == 3
   assert resolved(name, {'n_step': '2'}) == 2  # --set still wins.
   assert module.make(module.Config(), SPEC).replay.n_step == 1
