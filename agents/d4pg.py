@@ -42,8 +42,8 @@ Q is 0.80-0.96 of the discounted value of the evaluation return,
 
 One-step targets (`n_step=1`) since 2026-12-07, as TD3 and DDPG took the
 same day; with D4PG's they became the skeleton's default. The 3-step rows
-are variant `n3` (benchmarks/RESULTS.md, "D4PG takes one-step targets"). 3 seeds,
-against 3-step targets, at 500k it leads on all six: ReacherEasy 972
+are variant `n3` (benchmarks/RESULTS.md, "D4PG takes one-step targets").
+3 seeds, against 3-step targets, at 500k it leads on all six: ReacherEasy 972
 against 925, FingerSpin 952 against 928, CheetahRun 728 [662, 798] against
 691 (67 short of 795, the interval reaching it), WalkerWalk 972 against
 964, BallInCup 977 against 967 (now meeting CURL's 974), CartpoleSwingup

@@ -35,26 +35,26 @@ the next paragraph's change.
 
 One-step targets (`n_step=1`), not the skeleton's 3 then, since 2026-12-07,
 as TD3 took the same day (the skeleton's own default since D4PG took them
-too; the 3-step rows are variant `n3`; benchmarks/RESULTS.md, "DDPG takes one-step targets"). 3 seeds, against
-3-step targets, at 500k: FingerSpin 898 [843, 971] against 822 (now meeting
-DDPG's 831), CheetahRun 615 against 552 (still 101 short), WalkerWalk 961
-against 917, BallInCup 976 against 968, CartpoleSwingup 874 against 854,
-ReacherEasy 933 against 970 (one seed at 877); five of the six cells meet
-their target, against four; return / CURL IQM 1.00 [0.98, 1.02] against 0.97
-[0.95, 0.98]. At 100k: CheetahRun 396 against 281, FingerSpin 711 against
-628, WalkerWalk 909 against 685 (IQM over 5 seeds a side), ReacherEasy 844
-against 825, BallInCup 957 against 964; IQM 0.94 [0.87, 0.98] against 0.90
-[0.79, 1.00], three cells met either way. The cost is CartpoleSwingup at
-100k, as for TD3: 566 / 637 / 742 against 859 / 840 / 846, with 800 reached
-at 131k env steps and 73 CPU s against 40k and 30 (`cartpole_curves.py`,
-seed 0), inside issue 13's 10 minutes; by 500k it is ahead. The metrics do
-not single out the critic there: on CartpoleSwingup at 100k the one-step
-critic's Q is 0.23-0.27 of the discounted value of the return, the 3-step
-one's 0.23-0.45 with all three of its seeds past 840 already. On FingerSpin
-at 500k it sits level (1.02-1.08 against 0.89-0.95), on CheetahRun a little
-lower (0.85-0.86 against 0.88-0.93) for 63 more return, as TD3's did. From
-pixels the skeleton's 3 stays (`PIXEL_DEFAULTS`; DrQ-v2's), unmeasured here
-with 1.
+too; the 3-step rows are variant `n3`; benchmarks/RESULTS.md, "DDPG takes
+one-step targets"). 3 seeds, against 3-step targets, at 500k: FingerSpin 898
+[843, 971] against 822 (now meeting DDPG's 831), CheetahRun 615 against 552
+(still 101 short), WalkerWalk 961 against 917, BallInCup 976 against 968,
+CartpoleSwingup 874 against 854, ReacherEasy 933 against 970 (one seed at
+877); five of the six cells meet their target, against four; return / CURL
+IQM 1.00 [0.98, 1.02] against 0.97 [0.95, 0.98]. At 100k: CheetahRun 396
+against 281, FingerSpin 711 against 628, WalkerWalk 909 against 685 (IQM
+over 5 seeds a side), ReacherEasy 844 against 825, BallInCup 957 against
+964; IQM 0.94 [0.87, 0.98] against 0.90 [0.79, 1.00], three cells met either
+way. The cost is CartpoleSwingup at 100k, as for TD3: 566 / 637 / 742
+against 859 / 840 / 846, with 800 reached at 131k env steps and 73 CPU s
+against 40k and 30 (`cartpole_curves.py`, seed 0), inside issue 13's 10
+minutes; by 500k it is ahead. The metrics do not single out the critic
+there: on CartpoleSwingup at 100k the one-step critic's Q is 0.23-0.27 of
+the discounted value of the return, the 3-step one's 0.23-0.45 with all
+three of its seeds past 840 already. On FingerSpin at 500k it sits level
+(1.02-1.08 against 0.89-0.95), on CheetahRun a little lower (0.85-0.86
+against 0.88-0.93) for 63 more return, as TD3's did. From pixels the
+skeleton's 3 stays (`PIXEL_DEFAULTS`; DrQ-v2's), unmeasured here with 1.
 
 This file states only DDPG's critic (one Q-function), its target and loss;
 init, act, the update's skeleton, replay and pixels (a shared conv encoder in

@@ -224,8 +224,9 @@ class Config(ReplayConfig):
            n_step=5, max_grad_norm=1.0, noise_decay_updates=500_000)
   """
   # One-step targets from states (3 before 2026-12-07, still TD4's): TD3,
-  # DDPG and D4PG each gained on CheetahRun and FingerSpin at 500k and lost
-  # or kept CartpoleSwingup at 100k; their docstrings have the evidence.
+  # DDPG and D4PG each gained on CheetahRun and FingerSpin at 500k; TD3 and
+  # DDPG lost CartpoleSwingup's 100k cell, D4PG ReacherEasy's. Their
+  # docstrings have the evidence.
   n_step: int = 1
   # Exploration: Gaussian noise, std decayed linearly over the first updates.
   # Counted in updates, the decay's length in env steps grows with the

@@ -22,12 +22,12 @@ against 837, CartpoleSwingup 865 against 852, BallInCup 964 against 959.
 
 One-step targets (`n_step=1`), not the skeleton's 3 then, since 2026-12-07
 (the skeleton's own default since D4PG took them too; the 3-step rows are
-variant `n3`; benchmarks/RESULTS.md, "TD3 with one-step
-targets"). 3 seeds, against 3-step targets, at 100k: ReacherEasy 815 against
-697 and BallInCup 961 against 638 (both meeting CURL's 746), WalkerWalk 816
-against 684, FingerSpin 641 against 471, CheetahRun 392 against 340; return
-/ CURL IQM 0.91 [0.81, 0.99] against 0.81 [0.68, 0.92]; the same CPU per env
-step (`run_cost.py`, 1.00x). At 500k: CheetahRun 650 [626, 668] against 521
+variant `n3`; benchmarks/RESULTS.md, "TD3 with one-step targets"). 3 seeds,
+against 3-step targets, at 100k: ReacherEasy 815 against 697 and BallInCup
+961 against 638 (both meeting CURL's 746), WalkerWalk 816 against 684,
+FingerSpin 641 against 471, CheetahRun 392 against 340; return / CURL IQM
+0.91 [0.81, 0.99] against 0.81 [0.68, 0.92]; the same CPU per env step
+(`run_cost.py`, 1.00x). At 500k: CheetahRun 650 [626, 668] against 521
 (every seed above every 3-step seed at 16 of the 17 evaluations from 180k
 on), FingerSpin 891 [841, 973] against 786, WalkerWalk 962 against 944 (now
 meeting CURL's 948), BallInCup 973 [970, 979] against 964, CartpoleSwingup

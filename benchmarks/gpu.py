@@ -52,9 +52,9 @@ network) downloads the cp312 wheels of `DEVICE_WHEELS` at this environment's
 versions (mujoco 3.17.0, 25.4 MiB whole, 10.6 without MuJoCo Studio's GUI;
 mujoco-mjx, 6.9; dm-haiku, jmp, dm-tree, dm-env, trimesh, glfw, 1.5
 together) and dm-control 1.0.50 trimmed to the suite (56 MB whole, 4.7 MiB
-trimmed), well under the 64 MiB a device call carries with the tracked tree
-(5.5 MiB; the size check counts it). There, with `.whl` carried (and ignored by
-git), run `DEVICE_COMMAND` (one line there, wrapped here):
+trimmed), well under the 64 MiB a device call carries with the tracked
+tree (5.5 MiB; the size check counts it). There, with `.whl` carried (and
+ignored by git), run `DEVICE_COMMAND` (one line there, wrapped here):
 
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir
     --upgrade --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
