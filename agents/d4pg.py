@@ -52,9 +52,12 @@ against 925, FingerSpin 952 against 928, CheetahRun 728 [662, 798] against
 against 718, now meeting 891), CheetahRun 429 against 332, BallInCup 958
 against 948, CartpoleSwingup 857 against 852 (kept, where TD3, DDPG and
 TD4 lost it); it trails on FingerSpin (630 against 730, both short of 811)
-and ReacherEasy, whose cell it loses: 490 / 908 / 352 (584) against 865,
-two seeds still climbing (826 and 832 at 200k, 969-977 by 500k). IQM at
-100k 0.95 [0.87, 1.04] against 0.98 [0.93, 1.01]. CartpoleSwingup reaches
+and ReacherEasy, whose cell it loses: over 5 seeds 490 / 908 / 352 / 330 /
+400 (IQM 414 [337, 769]) against 909 / 883 / 802 / 832 / 678 (839 [720,
+892]), the slow seeds climbing later (seeds 0 and 2 at 826 and 832 by
+200k, 969-977 by 500k). IQM at 100k 0.91 [0.82, 1.01] against 0.98 [0.93,
+1.02]: the 100k column gives back what the 500k one gains, in return if
+not in cells. CartpoleSwingup reaches
 800 at 50k env steps and 44 CPU s (`cartpole_curves.py`, seed 0). The
 critic sits at 0.88-0.96 of its policy's value on CheetahRun at 500k.
 
