@@ -42,24 +42,24 @@ Q is 0.80-0.96 of the discounted value of the evaluation return,
 
 One-step targets (`n_step=1`) since 2026-12-07, as TD3 and DDPG took the
 same day; with D4PG's they became the skeleton's default. The 3-step rows
-are variant `n3` (benchmarks/RESULTS.md, "D4PG takes one-step targets").
-3 seeds, against 3-step targets, at 500k it leads on all six: ReacherEasy 972
+are variant `n3` (benchmarks/RESULTS.md, "D4PG takes one-step targets"). 3
+seeds, against 3-step targets, at 500k it leads on all six: ReacherEasy 972
 against 925, FingerSpin 952 against 928, CheetahRun 728 [662, 798] against
-691 (67 short of 795, the interval reaching it), WalkerWalk 972 against
-964, BallInCup 977 against 967 (now meeting CURL's 974), CartpoleSwingup
-881 against 860; 5 of 6 cells met against 4, return / CURL IQM 1.03 [1.01,
-1.03] against 1.00 [0.98, 1.01]. At 100k WalkerWalk gains most (954
-against 718, now meeting 891), CheetahRun 429 against 332, BallInCup 958
-against 948, CartpoleSwingup 857 against 852 (kept, where TD3, DDPG and
-TD4 lost it); it trails on FingerSpin (630 against 730, both short of 811)
-and ReacherEasy, whose cell it loses: over 5 seeds 490 / 908 / 352 / 330 /
-400 (IQM 414 [337, 769]) against 909 / 883 / 802 / 832 / 678 (839 [720,
-892]), the slow seeds climbing later (seeds 0 and 2 at 826 and 832 by
-200k, 969-977 by 500k). IQM at 100k 0.91 [0.82, 1.01] against 0.98 [0.93,
-1.02]: the 100k column gives back what the 500k one gains, in return if
-not in cells. CartpoleSwingup reaches
-800 at 50k env steps and 44 CPU s (`cartpole_curves.py`, seed 0). The
-critic sits at 0.88-0.96 of its policy's value on CheetahRun at 500k.
+691 (67 short of 795, the interval reaching it), WalkerWalk 972 against 964,
+BallInCup 977 against 967 (now meeting CURL's 974), CartpoleSwingup 881
+against 860; 5 of 6 cells met against 4, return / CURL IQM 1.03 [1.01, 1.03]
+against 1.00 [0.98, 1.01]. At 100k WalkerWalk gains most (954 against 718,
+now meeting 891), CheetahRun 429 against 332, BallInCup 958 against 948,
+CartpoleSwingup 857 against 852 (kept, where TD3, DDPG and TD4 lost it); it
+trails on FingerSpin (630 against 730, both short of 811) and ReacherEasy,
+whose cell it loses: over 5 seeds 490 / 908 / 352 / 330 / 400 (IQM 414 [337,
+769]) against 909 / 883 / 802 / 832 / 678 (839 [720, 892]), the slow seeds
+climbing later (seeds 0 and 2 at 826 and 832 by 200k, 969-977 by 500k). IQM
+at 100k 0.91 [0.82, 1.01] against 0.98 [0.93, 1.02]: at 100k one-step
+targets give up return for the same cells met, at 500k they gain both.
+CartpoleSwingup reaches 800 at 50k env steps and 44 CPU s
+(`cartpole_curves.py`, seed 0). The critic sits at 0.88-0.96 of its policy's
+value on CheetahRun at 500k.
 
 This file states only the critic, its target and loss; init, act, the
 update's skeleton, exploration, replay and pixels are `off_policy.make`'s.
