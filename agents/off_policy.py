@@ -74,9 +74,9 @@ class ReplayConfig:
   # Replay and targets.
   replay_capacity: int = 500_000
   batch_size: int = 256
-  # MPO's and TD4's. This module's Config (DDPG, TD3, D4PG) and SAC take
-  # one-step targets from states, and every recipe 3 from pixels
-  # (PIXEL_DEFAULTS).
+  # MPO's. This module's Config (DDPG, TD3, D4PG) and SAC take one-step
+  # targets from states, TD4 redeclares 3, and every recipe takes 3 from
+  # pixels (PIXEL_DEFAULTS).
   n_step: int = 3
   discount: float = 0.99
   tau: float = 0.005

@@ -28,21 +28,19 @@ episodes). The twin minimum's underestimate shows in Q: 0.73-0.85 of the
 discounted value of the return on CheetahRun and FingerSpin at 500k,
 where DDPG's single critic sits at 0.94-0.99 on CheetahRun.
 
-3-step targets (`n_step=3`), while the skeleton's default became one-step
-on 2026-12-07 with TD3's, DDPG's and D4PG's evidence. TD4's one-step column
+3-step targets (`n_step=3`), while the skeleton's default became one-step on
+2026-12-07 with TD3's, DDPG's and D4PG's evidence. TD4's one-step column
 (variant `n1`, 3 seeds) is not yet whole. So far, against 3-step targets:
 CheetahRun 759 [733, 777] against 673 at 500k (374 against 311 at 100k),
 BallInCup 976 against 963 at 500k (meeting CURL's 974) and 960 against 739
-at 100k, CartpoleSwingup 866 against 861 at 500k but 640 against 846 at
-100k (a lost cell, as TD3's and DDPG's), FingerSpin 473 against 467 and
-ReacherEasy 757 against 790 at 100k and 897 against 936 at 500k (below
-its 923: two seeds missed in one of their 10 evaluation episodes, having
-read 948 at 400k). Its critic sits lower against its
-policy's value with one step (Q at 0.65-0.69 of the return's value on
-CheetahRun at 500k, against 0.73-0.76).
-WalkerWalk and FingerSpin are owed
-(benchmarks/RESULTS.md, "D4PG takes one-step targets" and the sections
-before it).
+at 100k, CartpoleSwingup 866 against 861 at 500k but 640 against 846 at 100k
+(a lost cell, as TD3's and DDPG's), FingerSpin 473 against 467 and
+ReacherEasy 757 against 790 at 100k and 897 against 936 at 500k (below its
+923: two seeds missed in one of their 10 evaluation episodes, having read
+948 at 400k). Its critic sits lower against its policy's value with one step
+(Q at 0.65-0.69 of the return's value on CheetahRun at 500k, against
+0.73-0.76). WalkerWalk and FingerSpin are owed (benchmarks/RESULTS.md, "D4PG
+takes one-step targets" and the sections before it).
 
 Support and the published large-scale settings are D4PG's. This file states
 only the differences; init, act, the update's skeleton, exploration, replay

@@ -104,7 +104,7 @@ import subprocess
 import sys
 import time
 import traceback
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -307,6 +307,13 @@ MUJOCO_DROP = ('mujoco/experimental/',)
 # Wheel file-name prefix: what of it to keep and to drop (`trim_wheel`).
 TRIMS = {'dm_control-': (DM_CONTROL_KEEP, DM_CONTROL_DROP),
          'mujoco-': (MUJOCO_KEEP, MUJOCO_DROP)}
+
+
+def wheel_trim(name: str) -> Optional[Tuple[Sequence[str], Sequence[str]]]:
+  """`TRIMS`' (keep, drop) for the wheel file `name`, or None to keep it."""
+  if not name.endswith('.whl'):
+    return None
+  return next((t for p, t in TRIMS.items() if name.startswith(p)), None)
 CARRY_LIMIT = 64 * 2**20  # bytes one device call may carry
 _PLATFORMS = ('manylinux_2_28_x86_64', 'manylinux_2_27_x86_64',
               'manylinux_2_17_x86_64', 'manylinux2014_x86_64',
@@ -422,9 +429,9 @@ def prepare_wheels(folder: str, image: str = 'gpu') -> int:
     return 1
   names = sorted(os.listdir(folder))
   for name in names:
-    for prefix, (keep, drop) in TRIMS.items():
-      if name.startswith(prefix) and name.endswith('.whl'):
-        trim_wheel(os.path.join(folder, name), keep, drop)
+    trim = wheel_trim(name)
+    if trim:
+      trim_wheel(os.path.join(folder, name), *trim)
   total = 0
   for name in names:
     size = os.path.getsize(os.path.join(folder, name))

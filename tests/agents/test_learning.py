@@ -38,10 +38,10 @@ MARGIN = 25.
 FLOOR = 170.
 
 # The four deterministic-policy recipes share one cheap config, with the
-# 3-step targets it was calibrated on: with TD3's and DDPG's one-step
-# default (2026-12-07), DDPG seed 0 had not learnt in these 12k env steps
-# (125.5 against its zero action's 132.8). One-step targets are learnt in
-# the slow tier's SAC runs.
+# 3-step targets it was calibrated on: with the one-step default (TD3's and
+# DDPG's on 2026-12-07, then the skeleton's), DDPG seed 0 had not learnt in
+# these 12k env steps (125.5 against its zero action's 132.8). One-step
+# targets are learnt in the slow tier's SAC runs.
 _DPG = {'hidden_sizes': (64, 64), 'actor_lr': 1e-3, 'critic_lr': 1e-3,
         'batch_size': 128, 'updates_per_iteration': 8, 'warmup_steps': 1_000,
         'n_step': 3}
