@@ -396,18 +396,29 @@ def trim_wheel(path: str, keep: Sequence[str], drop: Sequence[str] = ()
   return left_out
 
 
-def tree_bytes(root: str) -> int:
-  """The bytes of the files git tracks under `root` (0 outside a checkout).
+def tree_bytes(root: str, skip: str = '') -> int:
+  """The bytes of the working tree a device call carries from `root`.
 
-  A device call carries them with the wheels, within the same 64 MiB.
+  That is the files git tracks and the untracked ones it does not ignore
+  (the device tool copies both), less those under `skip` (the wheel folder,
+  counted on its own); 0 outside a checkout. They travel with the wheels,
+  within the same 64 MiB.
   """
   try:
-    out = subprocess.run(['git', '-C', root, 'ls-files', '-z'],
-                         capture_output=True, check=True).stdout
+    out = subprocess.run(
+        ['git', '-C', root, 'ls-files', '-z', '--cached', '--others',
+         '--exclude-standard'], capture_output=True, check=True).stdout
   except (OSError, subprocess.CalledProcessError):
     return 0
-  paths = (os.path.join(root, p) for p in out.decode().split('\0') if p)
-  return sum(os.path.getsize(p) for p in paths if os.path.isfile(p))
+  skip = os.path.realpath(skip) + os.sep if skip else None
+  total = 0
+  for rel in set(out.decode().split('\0')) - {''}:
+    path = os.path.join(root, rel)
+    if skip and os.path.realpath(path).startswith(skip):
+      continue
+    if os.path.isfile(path):
+      total += os.path.getsize(path)
+  return total
 
 
 def prepare_wheels(folder: str, image: str = 'gpu') -> int:
@@ -437,9 +448,10 @@ def prepare_wheels(folder: str, image: str = 'gpu') -> int:
     size = os.path.getsize(os.path.join(folder, name))
     total += size
     print(f'{size / 2**20:7.1f} MiB  {name}')
-  tree = tree_bytes(ROOT)
+  tree = tree_bytes(ROOT, skip=folder)
   total += tree
-  print(f'{tree / 2**20:7.1f} MiB  the working tree (tracked files)')
+  print(f'{tree / 2**20:7.1f} MiB  the working tree (what git does not '
+        'ignore)')
   print(f'{total / 2**20:7.1f} MiB in all (a device call carries at most '
         f'{CARRY_LIMIT / 2**20:.0f} MiB)')
   print('On the device (carry the folder; `echo /.whl/ >> .git/info/exclude` '

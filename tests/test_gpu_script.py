@@ -227,5 +227,15 @@ def test_mujoco_wheel_loses_studio_and_the_tree_counts_against_the_carry(
   (repo / 'untracked.bin').write_bytes(b'0' * 100)
   subprocess.run(['git', 'init', '-q', str(repo)], check=True)
   subprocess.run(['git', '-C', str(repo), 'add', 'a.txt'], check=True)
-  assert gpu.tree_bytes(str(repo)) == 5
+  # The device tool carries untracked files git does not ignore too (the
+  # check counted tracked files only): 5 + 100.
+  assert gpu.tree_bytes(str(repo)) == 105
+  # ... but not ignored ones, nor the wheel folder, counted on its own.
+  (repo / '.gitignore').write_bytes(b'big/\n')  # 5 bytes, not ignored
+  (repo / 'big').mkdir()
+  (repo / 'big' / 'x.bin').write_bytes(b'0' * 1000)
+  (repo / 'whl').mkdir()
+  (repo / 'whl' / 'w.whl').write_bytes(b'0' * 2000)
+  assert gpu.tree_bytes(str(repo)) == 2110
+  assert gpu.tree_bytes(str(repo), skip=str(repo / 'whl')) == 110
   assert gpu.tree_bytes(str(tmp_path / 'nowhere')) == 0
