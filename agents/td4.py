@@ -39,8 +39,12 @@ ReacherEasy 757 against 790 at 100k and 897 against 936 at 500k (below its
 923: two seeds missed in one of their 10 evaluation episodes, having read
 948 at 400k). Its critic sits lower against its policy's value with one step
 (Q at 0.65-0.69 of the return's value on CheetahRun at 500k, against
-0.73-0.76). WalkerWalk and FingerSpin are owed (benchmarks/RESULTS.md, "D4PG
-takes one-step targets" and the sections before it).
+0.73-0.76). WalkerWalk: 976.6 / 961.8 / 955.0 (964 [955, 977]) against 902
+at 500k, meeting CURL's 948, and 756 against 795 at 100k (both short of
+891). FingerSpin is owed: its rerun read 362 against 467 at 100k and
+908 / 797 / 592 at 260k (the 3-step default: 677 at 500k)
+(benchmarks/RESULTS.md, "TD4's one-step WalkerWalk" and the sections
+before it).
 
 Support and the published large-scale settings are D4PG's. This file states
 only the differences; init, act, the update's skeleton, exploration, replay

@@ -50,7 +50,9 @@ failed (the others still run), 2 on bad input (nothing written).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
+import fcntl
 import io
 import json
 import math
@@ -154,22 +156,52 @@ def float_or_nan(text: Optional[str]) -> float:
     return math.nan
 
 
+@contextlib.contextmanager
+def locked(path: str):
+  """Holds an exclusive lock on the CSV at `path` (created if missing).
+
+  Two dmc.py processes share the result CSVs: each appends its rows and
+  then rewrites DMC.md from them. Appends and the report's read-and-write
+  take the lock, so no report can read the CSVs, then let another job
+  append and write its newer DMC.md, then overwrite it with the older one:
+  the last DMC.md written holds every row. (One had lacked a job's three
+  500k rows, appended seconds after another job's report read the CSV.)
+  """
+  with open(path, 'a') as f:  # flock: per open file, across processes.
+    fcntl.flock(f, fcntl.LOCK_EX)
+    try:
+      yield
+    finally:
+      fcntl.flock(f, fcntl.LOCK_UN)
+
+
 def append_row(path: str, columns: Sequence[str], row: Dict[str, object]) -> None:
   """Appends one row (header first on a new file) in one write + fsync."""
-  buf = io.StringIO()
-  writer = csv.writer(buf)
-  if not os.path.exists(path) or os.path.getsize(path) == 0:
-    writer.writerow(columns)
-  else:
-    with open(path, 'rb') as f:  # A torn last line (no newline) gets one.
-      f.seek(-1, os.SEEK_END)
-      if f.read(1) != b'\n':
-        buf.write('\n')
-  writer.writerow([row[c] for c in columns])
-  with open(path, 'a', newline='') as f:
-    f.write(buf.getvalue())
-    f.flush()
-    os.fsync(f.fileno())
+  with locked(path):
+    buf = io.StringIO()
+    writer = csv.writer(buf)
+    if os.path.getsize(path) == 0:
+      writer.writerow(columns)
+    else:
+      with open(path, 'rb') as f:  # A torn last line (no newline) gets one.
+        f.seek(-1, os.SEEK_END)
+        if f.read(1) != b'\n':
+          buf.write('\n')
+    writer.writerow([row[c] for c in columns])
+    with open(path, 'a', newline='') as f:
+      f.write(buf.getvalue())
+      f.flush()
+      os.fsync(f.fileno())
+
+
+def write_report(results: str, curves: str) -> int:
+  """dmc_report.py on the CSVs, holding both (DMC.md and plots)."""
+  import dmc_report  # pylint: disable=g-import-not-at-top
+  with contextlib.ExitStack() as stack:
+    for path in (results, curves):  # Always in this order: no deadlock.
+      if os.path.exists(path):  # A missing one is dmc_report's error.
+        stack.enter_context(locked(path))
+    return dmc_report.main(['--results', results, '--curves', curves])
 
 
 def budget_evaluation(evals: Sequence[dict], budget: int) -> Optional[dict]:
@@ -751,10 +783,10 @@ def main(argv=None) -> int:
       print(f'[dmc] {e}.', file=sys.stderr)
       return 128 + e.signum
   try:
-    import dmc_report  # pylint: disable=g-import-not-at-top
+    import dmc_report  # pylint: disable=g-import-not-at-top,unused-import
   except ImportError:
     return 0
-  code = dmc_report.main(['--results', args.results, '--curves', args.curves])
+  code = write_report(args.results, args.curves)
   if not args.report and failed:
     print(f'[dmc] {failed} run(s) failed; see above.', file=sys.stderr)
     return 1

@@ -675,3 +675,35 @@ def test_device_script_without_its_arguments_prints_usage_and_exits_2():
                         capture_output=True, text=True, timeout=60)
   assert proc.returncode == 2
   assert 'device_dmc.sh SECONDS AGENT BUDGETS VARIANT SETS TASK' in proc.stderr
+
+
+def test_a_report_holds_the_csvs_so_no_append_lands_between_read_and_write(
+    tmp_path, monkeypatch):
+  # Bug reproduced: two dmc.py jobs; one's report read dmc.csv, the other
+  # appended its 500k rows and wrote its DMC.md, then the first wrote its
+  # DMC.md without them. Now the report holds the CSVs from its read to
+  # its write, and an append waits for it.
+  import threading  # pylint: disable=g-import-not-at-top
+  results, curves = tmp_path / 'dmc.csv', tmp_path / 'curves.csv'
+  row = {c: '1' for c in dmc.COLUMNS}
+  dmc.append_row(str(results), dmc.COLUMNS, row)
+  curves.write_text(','.join(dmc.CURVE_COLUMNS) + '\n')
+  reading = threading.Event()
+  seen = {}
+
+  def report(argv):
+    seen['read'] = results.read_text()
+    reading.set()
+    # The other job's append, were it let in, lands within this window.
+    threading.Event().wait(0.5)
+    seen['at_write'] = results.read_text()
+    return 0
+
+  monkeypatch.setattr(dmc_report, 'main', report)
+  other = threading.Thread(target=lambda: (
+      reading.wait(), dmc.append_row(str(results), dmc.COLUMNS, row)))
+  other.start()
+  assert dmc.write_report(str(results), str(curves)) == 0
+  other.join()
+  assert seen['at_write'] == seen['read']  # Nothing landed in between.
+  assert results.read_text().count('\n') == 3  # Header and both rows.
