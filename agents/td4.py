@@ -30,7 +30,7 @@ where DDPG's single critic sits at 0.94-0.99 on CheetahRun.
 
 3-step targets (`n_step=3`), while the skeleton's default became one-step on
 2026-12-07 with TD3's, DDPG's and D4PG's evidence. TD4's one-step column
-(variant `n1`, 3 seeds) is not yet whole. So far, against 3-step targets:
+(variant `n1`, 3 seeds), against 3-step targets:
 CheetahRun 759 [733, 777] against 673 at 500k (374 against 311 at 100k),
 BallInCup 976 against 963 at 500k (meeting CURL's 974) and 960 against 739
 at 100k, CartpoleSwingup 866 against 861 at 500k but 640 against 846 at 100k
@@ -75,9 +75,9 @@ from roxie.agents.off_policy import (  # pylint: disable=unused-import
 @dataclasses.dataclass(frozen=True)
 class Config(off_policy.CategoricalConfig, off_policy.DelayedConfig):
   """TD4 hyperparameters; the defaults suit a 2-core CPU."""
-  # 3-step targets, not the skeleton's one-step ones, until its column with
-  # one-step targets (variant `n1`, begun 2026-12-07) is whole; the module
-  # docstring has what it shows so far.
+  # 3-step targets, not the skeleton's one-step ones, until the switch its
+  # now whole one-step column (variant `n1`) argues for lands; the module
+  # docstring has the column.
   n_step: int = 3
 
 

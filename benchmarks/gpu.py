@@ -52,8 +52,8 @@ network) downloads the cp312 wheels of `DEVICE_WHEELS` at this environment's
 versions (mujoco 3.17.0, 25.4 MiB whole, 10.6 without MuJoCo Studio's GUI;
 mujoco-mjx, 6.9; dm-haiku, jmp, dm-tree, dm-env, trimesh, glfw, 1.5
 together) and dm-control 1.0.50 trimmed to the suite (56 MB whole, 4.7 MiB
-trimmed), well under the 64 MiB a device call carries with the tracked
-tree (5.5 MiB; the size check counts it). There, with `.whl` carried (and
+trimmed), well under the 64 MiB a device call carries with the working
+tree (5.5 MiB: what git does not ignore; the size check counts it). There, with `.whl` carried (and
 ignored by git), run `DEVICE_COMMAND` (one line there, wrapped here):
 
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir
@@ -314,6 +314,8 @@ def wheel_trim(name: str) -> Optional[Tuple[Sequence[str], Sequence[str]]]:
   if not name.endswith('.whl'):
     return None
   return next((t for p, t in TRIMS.items() if name.startswith(p)), None)
+
+
 CARRY_LIMIT = 64 * 2**20  # bytes one device call may carry
 _PLATFORMS = ('manylinux_2_28_x86_64', 'manylinux_2_27_x86_64',
               'manylinux_2_17_x86_64', 'manylinux2014_x86_64',
