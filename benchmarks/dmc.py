@@ -156,9 +156,18 @@ def float_or_nan(text: Optional[str]) -> float:
     return math.nan
 
 
+def lock_path(path: str) -> str:
+  """The lock file beside the CSV at `path`: `<dir>/.<name>.lock`.
+
+  Of the file's real path, so every name of one CSV shares one lock.
+  """
+  head, tail = os.path.split(os.path.realpath(path))
+  return os.path.join(head, f'.{tail}.lock')
+
+
 @contextlib.contextmanager
 def locked(path: str):
-  """Holds an exclusive lock on the CSV at `path` (created if missing).
+  """Holds an exclusive lock on the CSV at `path`.
 
   Two dmc.py processes share the result CSVs: each appends its rows and
   then rewrites DMC.md from them. Appends and the report's read-and-write
@@ -166,13 +175,27 @@ def locked(path: str):
   append and write its newer DMC.md, then overwrite it with the older one:
   the last DMC.md written holds every row. (One had lacked a job's three
   500k rows, appended seconds after another job's report read the CSV.)
+
+  The lock is a file beside the CSV (`lock_path`), not the CSV itself:
+  relabel_default.py moves a new CSV over the old one while holding it, and
+  then a job that had waited on the old file's lock and one that took the
+  new file's would both hold one. Open the CSV only once the lock is held.
   """
-  with open(path, 'a') as f:  # flock: per open file, across processes.
-    fcntl.flock(f, fcntl.LOCK_EX)
+  with open(lock_path(path), 'a') as f:  # flock: per open file, across
+    fcntl.flock(f, fcntl.LOCK_EX)        # processes.
     try:
       yield
     finally:
       fcntl.flock(f, fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
+def locked_all(paths: Iterable[str]):
+  """Holds `locked` on each distinct path, always in one order (no deadlock)."""
+  with contextlib.ExitStack() as stack:
+    for path in sorted({os.path.realpath(p) for p in paths}):
+      stack.enter_context(locked(path))
+    yield
 
 
 def append_row(path: str, columns: Sequence[str], row: Dict[str, object]) -> None:
@@ -180,7 +203,7 @@ def append_row(path: str, columns: Sequence[str], row: Dict[str, object]) -> Non
   with locked(path):
     buf = io.StringIO()
     writer = csv.writer(buf)
-    if os.path.getsize(path) == 0:
+    if not os.path.exists(path) or os.path.getsize(path) == 0:
       writer.writerow(columns)
     else:
       with open(path, 'rb') as f:  # A torn last line (no newline) gets one.
@@ -197,10 +220,8 @@ def append_row(path: str, columns: Sequence[str], row: Dict[str, object]) -> Non
 def write_report(results: str, curves: str) -> int:
   """dmc_report.py on the CSVs, holding both (DMC.md and plots)."""
   import dmc_report  # pylint: disable=g-import-not-at-top
-  with contextlib.ExitStack() as stack:
-    for path in (results, curves):  # Always in this order: no deadlock.
-      if os.path.exists(path):  # A missing one is dmc_report's error.
-        stack.enter_context(locked(path))
+  # A missing one is dmc_report's error.
+  with locked_all(p for p in (results, curves) if os.path.exists(p)):
     return dmc_report.main(['--results', results, '--curves', curves])
 
 

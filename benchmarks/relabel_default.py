@@ -23,7 +23,9 @@ dmc.csv, humanoid.csv) get names and overrides; curves files (no such
 column: dmc_curves.csv, humanoid_curves.csv) the names only. Every file is
 checked before any is written, and each is written whole to a temporary
 file moved over the original, so bad input (exit 2) writes nothing and a
-kill leaves each file old or new, never half.
+kill leaves each file old or new, never half. It holds dmc.py's locks on
+the files throughout, so it can run beside benchmark jobs: their appends
+wait and land in the new files.
 
   python benchmarks/relabel_default.py --agent d4pg --new lr1e-3-obsnorm \\
       --old-name lr3e-4-noobsnorm --was actor_lr=3e-4 --was critic_lr=3e-4 \\
@@ -42,6 +44,8 @@ import csv
 import os
 import sys
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+
+import dmc  # Its lock on the result CSVs; this script's folder is on the path.
 
 
 class RelabelError(ValueError):
@@ -226,15 +230,26 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                       metavar='OLD=NEW', help='rename another variant')
   args = parser.parse_args(argv)
   try:
-    planned = plan(args.files, args.agent, args.new, args.old_name,
-                   _pairs(args.was, '--was'), _pairs(args.rename, '--rename'))
-  except RelabelError as e:
+    was, rename = _pairs(args.was, '--was'), _pairs(args.rename, '--rename')
+    plan(args.files, args.agent, args.new, args.old_name, was, rename)
+  except RelabelError as e:  # Checked before any lock file is made.
     print(f'relabel_default.py: {e}', file=sys.stderr)
     return 2
-  for path, header, rows, changed in planned:
-    if changed:
-      write(path, header, rows)
-    print(f'{path}: {changed} {args.agent} rows relabelled')
+  # Planned again under dmc.py's lock on each file, held from read to move:
+  # a job appending its rows meanwhile waits, then appends to the new file
+  # (unlocked, an append after the read went to the old file, and was lost
+  # with it). Rows appended between the two plans are planned with the rest.
+  with dmc.locked_all(args.files):
+    try:
+      planned = plan(args.files, args.agent, args.new, args.old_name, was,
+                     rename)
+    except RelabelError as e:
+      print(f'relabel_default.py: {e}', file=sys.stderr)
+      return 2
+    for path, header, rows, changed in planned:
+      if changed:
+        write(path, header, rows)
+      print(f'{path}: {changed} {args.agent} rows relabelled')
   return 0
 
 

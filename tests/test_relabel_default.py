@@ -113,3 +113,34 @@ def test_a_variant_equal_to_the_new_default_is_refused(tmp_path):
     relabel_default.plan([results, curves], 'd4pg', 'lr1e-3-obsnorm',
                          'old', {'actor_lr': '3e-4', 'critic_lr': '3e-4',
                                  'normalize_observations': 'false'}, {})
+
+
+def test_an_append_during_the_relabel_lands_in_the_new_file(tmp_path,
+                                                            monkeypatch):
+  # Bug reproduced: relabel_default.py read dmc.csv, a benchmark job then
+  # appended its row, and the relabelled file moved over it without that
+  # row. Now the relabel holds dmc.py's lock from read to move; the append
+  # waits and lands in the new file.
+  import threading  # pylint: disable=g-import-not-at-top
+  import dmc  # pylint: disable=g-import-not-at-top
+  results, curves = _files(tmp_path)
+  row = dict(agent='sac', task='WalkerWalk', seed='1', variant='default',
+             overrides='', eval_return='7')
+  read = threading.Event()
+  write = relabel_default.write
+
+  def slow_write(*args):
+    read.set()
+    threading.Event().wait(0.5)  # An unheld append lands in this window.
+    write(*args)
+
+  monkeypatch.setattr(relabel_default, 'write', slow_write)
+  job = threading.Thread(target=lambda: (
+      read.wait(10), dmc.append_row(results, RESULTS, row)), daemon=True)
+  job.start()
+  assert relabel_default.main(ARGS + [results, curves]) == 0
+  job.join()
+  rows = _read(results)
+  assert rows[-1] == ('sac', 'default', '')  # The job's row, last.
+  assert len(rows) == len(BEFORE) + 1
+  assert ('d4pg', 'default', '') in rows  # And the relabel's.
