@@ -74,9 +74,9 @@ class ReplayConfig:
   # Replay and targets.
   replay_capacity: int = 500_000
   batch_size: int = 256
-  # MPO's. This module's Config (DDPG, TD3, D4PG) and SAC take one-step
-  # targets from states, TD4 redeclares 3, and every recipe takes 3 from
-  # pixels (PIXEL_DEFAULTS).
+  # MPO's. This module's Config (DDPG, TD3, D4PG, TD4) and SAC take
+  # one-step targets from states, and every recipe takes 3 from pixels
+  # (PIXEL_DEFAULTS).
   n_step: int = 3
   discount: float = 0.99
   tau: float = 0.005
@@ -223,9 +223,9 @@ class Config(ReplayConfig):
            warmup_steps=10_000, replay_capacity=500_000, batch_size=512,
            n_step=5, max_grad_norm=1.0, noise_decay_updates=500_000)
   """
-  # One-step targets from states (3 before 2026-12-07, still TD4's): TD3,
-  # DDPG and D4PG each gained on CheetahRun and FingerSpin at 500k; TD3 and
-  # DDPG lost CartpoleSwingup's 100k cell, D4PG ReacherEasy's. Their
+  # One-step targets from states (3 before 2026-12-07): TD3, DDPG, D4PG
+  # and TD4 each gained on CheetahRun and FingerSpin at 500k; TD3, DDPG
+  # and TD4 lost CartpoleSwingup's 100k cell, D4PG ReacherEasy's. Their
   # docstrings have the evidence.
   n_step: int = 1
   # Exploration: Gaussian noise, std decayed linearly over the first updates.

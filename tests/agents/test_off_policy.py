@@ -307,12 +307,12 @@ def test_ddpg_noise_decays_over_its_own_125k_updates():
   np.testing.assert_allclose(np.std(noisy - mean), 0.28, rtol=0.05)
 
 
-@pytest.mark.parametrize('name', ['td3', 'ddpg', 'd4pg'])
+@pytest.mark.parametrize('name', MODULES)
 def test_one_step_targets_from_states_three_from_pixels(name):
   # The skeleton's Config takes one-step targets (ReplayConfig's 3 stays
-  # MPO's, and TD4 redeclares it); a run from states resolves to 1 and the
-  # recipe samples one-step windows, and from pixels the recipe's
-  # PIXEL_DEFAULTS put back 3. The d4pg case failed before D4PG took them
+  # MPO's); a run from states resolves to 1 and the recipe samples one-step
+  # windows, and from pixels the recipe's PIXEL_DEFAULTS put back 3. The
+  # d4pg case failed before D4PG took them, the td4 case before TD4 did
   # (3 == 1).
   module = MODULES[name]
 
@@ -322,7 +322,6 @@ def test_one_step_targets_from_states_three_from_pixels(name):
   assert off_policy.Config().n_step == 1
   assert off_policy.ReplayConfig().n_step == 3
   assert resolved(name) == module.Config().n_step == 1
-  assert resolved('td4') == 3
   assert resolved(name, run_config.pixel_defaults(name)) == 3
   assert resolved(name, {'n_step': '2'}) == 2  # --set still wins.
   assert module.make(module.Config(), SPEC).replay.n_step == 1
