@@ -513,19 +513,26 @@ def plot_curves(curves: Sequence[Dict[str, str]], path: str) -> bool:
 
 
 def write_report(results: str, curves: str) -> str:
-  """Writes HUMANOID.md beside the results CSV; returns its path."""
-  rows = dmc.read_rows(results, dmc.COLUMNS)
-  points = dmc.read_rows(curves, dmc.CURVE_COLUMNS)
+  """Writes HUMANOID.md beside the results CSV; returns its path.
+
+  Holds dmc.py's locks on both CSVs from the read to the move, as dmc.py's
+  report does: another job's rows appended meanwhile wait, so the last
+  HUMANOID.md written holds every row, and two reports never write one
+  temporary file at once.
+  """
   path = os.path.join(os.path.dirname(os.path.abspath(results)), MARKDOWN)
   command = 'python benchmarks/humanoid.py --report'
   if os.path.abspath(results) != os.path.join(RESULTS, 'humanoid.csv'):
     command += f' --results {results} --curves {curves}'
-  drawn = bool(rows) and plot_curves(
-      points, os.path.join(os.path.dirname(path), CURVES_PNG))
-  text = markdown(rows, points, command, plot=drawn)
-  with open(path + '.tmp', 'w') as f:
-    f.write(text)
-  os.replace(path + '.tmp', path)
+  with dmc.locked_all(p for p in (results, curves) if os.path.exists(p)):
+    rows = dmc.read_rows(results, dmc.COLUMNS)
+    points = dmc.read_rows(curves, dmc.CURVE_COLUMNS)
+    drawn = bool(rows) and plot_curves(
+        points, os.path.join(os.path.dirname(path), CURVES_PNG))
+    text = markdown(rows, points, command, plot=drawn)
+    with open(path + '.tmp', 'w') as f:
+      f.write(text)
+    os.replace(path + '.tmp', path)
   return path
 
 

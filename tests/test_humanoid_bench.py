@@ -326,3 +326,43 @@ def test_a_tiny_cell_end_to_end(tmp_path, monkeypatch, capsys):
   assert ('hidden_sizes: the run has [16, 16], the cell asks for [32, 32]'
           in capsys.readouterr().err)
   assert os.path.getmtime(tmp_path / 'h.csv') == mtime
+
+
+def test_a_report_holds_the_csvs_so_no_append_lands_between_read_and_write(
+    tmp_path, monkeypatch):
+  # As dmc.py's report (tests/test_dmc_bench.py): HUMANOID.md was written
+  # from a read taken without the lock, so another job's row appended
+  # between the read and the write was missing from the file written last.
+  import threading  # pylint: disable=g-import-not-at-top
+  results, curves = str(tmp_path / 'h.csv'), str(tmp_path / 'hc.csv')
+  dmc.append_row(results, dmc.COLUMNS, _row(seed=0, eval_return=110.))
+  dmc.append_row(curves, dmc.CURVE_COLUMNS,
+                 _curve(seed=0, env_steps=100_000, eval_return=10.))
+  read = threading.Event()
+  seen = {}
+  markdown = humanoid.markdown
+
+  def slow_markdown(rows, *args, **kwargs):
+    seen['rows'] = len(rows)
+    read.set()
+    threading.Event().wait(0.5)  # An unheld append lands in this window.
+    with open(results) as f:
+      seen['lines_at_write'] = f.read().count('\n')
+    return markdown(rows, *args, **kwargs)
+
+  monkeypatch.setattr(humanoid, 'markdown', slow_markdown)
+  monkeypatch.setattr(humanoid, 'plot_curves', lambda *a, **k: False)
+  job = threading.Thread(target=lambda: (
+      read.wait(10), dmc.append_row(results, dmc.COLUMNS,
+                                    _row(seed=1, eval_return=105.))),
+      daemon=True)
+  job.start()
+  humanoid.write_report(results, curves)
+  job.join(10)
+  with open(results) as f:
+    assert f.read().count('\n') == 3  # Header and both rows.
+  # The report read one row and none landed before it was written: the
+  # append waited for it (unlocked, it landed during the wait).
+  assert seen['rows'] == 1
+  assert seen['lines_at_write'] == 2
+  assert not os.path.exists(str(tmp_path / 'HUMANOID.md.tmp'))
