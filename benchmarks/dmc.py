@@ -171,6 +171,7 @@ def locked(path: str):
 
   Two dmc.py processes share the result CSVs: each appends its rows and
   then rewrites DMC.md from them. Appends and the report's read-and-write
+  (dmc_report.main, humanoid.write_report; relabel_default.py's rewrite)
   take the lock, so no report can read the CSVs, then let another job
   append and write its newer DMC.md, then overwrite it with the older one:
   the last DMC.md written holds every row. (One had lacked a job's three
@@ -218,11 +219,9 @@ def append_row(path: str, columns: Sequence[str], row: Dict[str, object]) -> Non
 
 
 def write_report(results: str, curves: str) -> int:
-  """dmc_report.py on the CSVs, holding both (DMC.md and plots)."""
+  """dmc_report.py on the CSVs (DMC.md and plots; it holds their locks)."""
   import dmc_report  # pylint: disable=g-import-not-at-top
-  # A missing one is dmc_report's error.
-  with locked_all(p for p in (results, curves) if os.path.exists(p)):
-    return dmc_report.main(['--results', results, '--curves', curves])
+  return dmc_report.main(['--results', results, '--curves', curves])
 
 
 def budget_evaluation(evals: Sequence[dict], budget: int) -> Optional[dict]:

@@ -822,7 +822,12 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def main(argv=None) -> int:
-  """Writes DMC.md (and the plots); 2 on bad input, with nothing written."""
+  """Writes DMC.md (and the plots); 2 on bad input, with nothing written.
+
+  Holds dmc.py's locks on the CSVs from the read to the last write, so a
+  benchmark job's rows appended meanwhile wait, and the last DMC.md written
+  holds every row (run by hand or by dmc.py beside other jobs).
+  """
   args = parse_args(argv)
   out_dir = args.out_dir or os.path.dirname(os.path.abspath(args.results))
   try:
@@ -830,10 +835,17 @@ def main(argv=None) -> int:
       raise dmc.UsageError('--resamples must be >= 1')
     if not os.path.isdir(out_dir):
       raise dmc.UsageError(f'--out-dir {out_dir} is not a directory')
-    rows, points, bad = load(args.results, args.curves)
+    load(args.results, args.curves)  # Checked before any lock file is made.
+    with dmc.locked_all((args.results, args.curves)):
+      rows, points, bad = load(args.results, args.curves)
+      return _write_all(args, out_dir, rows, points, bad)
   except dmc.UsageError as e:
     print(f'dmc_report.py: error: {e}', file=sys.stderr)
     return 2
+
+
+def _write_all(args, out_dir: str, rows, points, bad) -> int:
+  """Writes the plots and DMC.md from the loaded rows."""
   plots = []
   if not args.no_plots and not _can_plot():
     print('dmc_report.py: matplotlib is not installed, so DMC.md is written '

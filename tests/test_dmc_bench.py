@@ -446,7 +446,8 @@ def test_report_without_matplotlib_writes_the_table(tmp_path, monkeypatch,
          [_row('WalkerWalk', 0, 100_000, 500.0)])
   assert dmc_report.main(['--results', str(tmp_path / 'dmc.csv'), '--curves',
                           str(tmp_path / 'none.csv')]) == 0
-  assert sorted(os.listdir(tmp_path)) == ['DMC.md', 'dmc.csv']
+  assert sorted(n for n in os.listdir(tmp_path)
+                if not n.endswith('.lock')) == ['DMC.md', 'dmc.csv']
   md = (tmp_path / 'DMC.md').read_text()
   assert '| WalkerWalk | sac | 1* | 500 |' in md
   assert '.png' not in md
@@ -681,29 +682,35 @@ def test_a_report_holds_the_csvs_so_no_append_lands_between_read_and_write(
     tmp_path, monkeypatch):
   # Bug reproduced: two dmc.py jobs; one's report read dmc.csv, the other
   # appended its 500k rows and wrote its DMC.md, then the first wrote its
-  # DMC.md without them. Now the report holds the CSVs from its read to
-  # its write, and an append waits for it.
+  # DMC.md without them. Now the report (dmc_report.main, run by dmc.py
+  # or by hand) holds the CSVs from its read to its write, and an append
+  # waits for it. Run by hand here: that failed while only dmc.py's
+  # write_report took the lock.
   import threading  # pylint: disable=g-import-not-at-top
   results, curves = tmp_path / 'dmc.csv', tmp_path / 'curves.csv'
   row = {c: '1' for c in dmc.COLUMNS}
   dmc.append_row(str(results), dmc.COLUMNS, row)
   curves.write_text(','.join(dmc.CURVE_COLUMNS) + '\n')
-  reading = threading.Event()
+  writing = threading.Event()
   seen = {}
+  write_markdown = dmc_report.write_markdown
 
-  def report(argv):
-    seen['read'] = results.read_text()
-    reading.set()
+  def slow_write(rows, *args):
+    seen['rows'] = len(rows)
+    writing.set()
     # The other job's append, were it let in, lands within this window.
     threading.Event().wait(0.5)
-    seen['at_write'] = results.read_text()
-    return 0
+    seen['lines_at_write'] = results.read_text().count('\n')
+    return write_markdown(rows, *args)
 
-  monkeypatch.setattr(dmc_report, 'main', report)
+  monkeypatch.setattr(dmc_report, 'write_markdown', slow_write)
   other = threading.Thread(target=lambda: (
-      reading.wait(), dmc.append_row(str(results), dmc.COLUMNS, row)))
+      writing.wait(10), dmc.append_row(str(results), dmc.COLUMNS, row)),
+      daemon=True)
   other.start()
-  assert dmc.write_report(str(results), str(curves)) == 0
-  other.join()
-  assert seen['at_write'] == seen['read']  # Nothing landed in between.
+  assert dmc_report.main(['--results', str(results), '--curves',
+                          str(curves), '--no-plots']) == 0
+  other.join(10)
+  # DMC.md was written from the one row read, and none landed before.
+  assert seen['rows'] == 1 and seen['lines_at_write'] == 2
   assert results.read_text().count('\n') == 3  # Header and both rows.
