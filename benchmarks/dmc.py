@@ -156,6 +156,9 @@ def float_or_nan(text: Optional[str]) -> float:
     return math.nan
 
 
+_HELD = threading.local()  # This thread's lock files held, and how deep.
+
+
 def lock_path(path: str) -> str:
   """The lock file beside the CSV at `path`: `<dir>/.<name>.lock`.
 
@@ -181,12 +184,27 @@ def locked(path: str):
   relabel_default.py moves a new CSV over the old one while holding it, and
   then a job that had waited on the old file's lock and one that took the
   new file's would both hold one. Open the CSV only once the lock is held.
+
+  Reentrant within a thread: a caller holding the lock may call code that
+  takes it again (flock, per open file, would wait on itself forever; a
+  dmc.py job hung so, its report's code newer than its own).
   """
-  with open(lock_path(path), 'a') as f:  # flock: per open file, across
-    fcntl.flock(f, fcntl.LOCK_EX)        # processes.
+  key = lock_path(path)
+  held = _HELD.__dict__.setdefault('counts', {})
+  if held.get(key):
+    held[key] += 1
     try:
       yield
     finally:
+      held[key] -= 1
+    return
+  with open(key, 'a') as f:  # flock: per open file, across processes (and
+    fcntl.flock(f, fcntl.LOCK_EX)  # threads, each opening its own).
+    held[key] = 1
+    try:
+      yield
+    finally:
+      held[key] = 0
       fcntl.flock(f, fcntl.LOCK_UN)
 
 

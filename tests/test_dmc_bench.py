@@ -714,3 +714,36 @@ def test_a_report_holds_the_csvs_so_no_append_lands_between_read_and_write(
   # DMC.md was written from the one row read, and none landed before.
   assert seen['rows'] == 1 and seen['lines_at_write'] == 2
   assert results.read_text().count('\n') == 3  # Header and both rows.
+
+
+def test_the_lock_is_reentrant_within_a_thread_and_excludes_others(tmp_path):
+  # Bug reproduced: a dmc.py job holding the CSVs' locks for its report
+  # imported a newer dmc_report.py whose main takes them too, and waited
+  # on itself for good (flock does not know its own process's other open
+  # file). Nested takes in one thread now pass; another thread still waits.
+  import threading  # pylint: disable=g-import-not-at-top
+  results, curves = tmp_path / 'dmc.csv', tmp_path / 'curves.csv'
+  dmc.append_row(str(results), dmc.COLUMNS, {c: '1' for c in dmc.COLUMNS})
+  curves.write_text(','.join(dmc.CURVE_COLUMNS) + '\n')
+  done, other_in = threading.Event(), threading.Event()
+
+  def nested():
+    with dmc.locked_all([str(results), str(curves)]):
+      assert dmc_report.main(['--results', str(results), '--curves',
+                              str(curves), '--no-plots']) == 0
+      with dmc.locked(str(results)):
+        other = threading.Thread(target=lambda: (
+            dmc.append_row(str(results), dmc.COLUMNS,
+                           {c: '2' for c in dmc.COLUMNS}),
+            other_in.set()), daemon=True)
+        other.start()
+        assert not other_in.wait(0.3)  # Held (twice) here: it waits.
+      assert not other_in.wait(0.3)  # Still held once.
+    assert other_in.wait(10)  # Released: it appends.
+    done.set()
+
+  worker = threading.Thread(target=nested, daemon=True)
+  worker.start()
+  worker.join(30)
+  assert done.is_set()  # Before the fix the thread hung in the report.
+  assert results.read_text().count('\n') == 3
