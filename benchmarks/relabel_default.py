@@ -33,15 +33,23 @@ wait and land in the new files.
       benchmarks/results/dmc.csv benchmarks/results/dmc_curves.csv \\
       benchmarks/results/humanoid.csv benchmarks/results/humanoid_curves.csv
 
-Move the run folders to match (dmc.py keeps a variant's under
-`--runs/<variant>/`, the default's directly under `--runs/`).
+With `--runs DIR` (repeatable) it moves the recipe's run folders to match,
+so dmc.py resumes and extends the right runs (it keeps a variant's under
+`DIR/<variant>/`, the default's directly under `DIR/`): the old default's
+into `DIR/<old-name>/`, `--new`'s up into `DIR/`, and each renamed
+variant's to its new name. A folder that would land on an existing one, or
+that a process is training (its `.lock` held), stops it before anything
+is written or moved.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
+import fcntl
 import os
+import re
 import sys
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
@@ -203,6 +211,58 @@ def write(path: str, header: Sequence[str], rows: Sequence[Mapping[str, str]]):
   os.replace(tmp, path)
 
 
+def plan_moves(runs: Sequence[str], agent: str, new: str, old_name: str,
+               rename: Mapping[str, str]) -> List[Tuple[str, str]]:
+  """The (from, to) folder moves under each runs folder, in order.
+
+  The old default's runs leave `DIR/` before `--new`'s arrive there, so a
+  seed's folder may take the name its old default's run just left.
+  """
+  member = re.compile(rf'^{re.escape(agent)}-[A-Za-z0-9]+-seed\d+$')
+
+  def runs_in(folder):
+    if not os.path.isdir(folder):
+      return []
+    return sorted(n for n in os.listdir(folder) if member.match(n)
+                  and os.path.isdir(os.path.join(folder, n)))
+
+  moves = []
+  for root in runs:
+    if not os.path.isdir(root):
+      raise RelabelError(f'--runs {root} is not a directory')
+    steps = [(root, os.path.join(root, old_name))]
+    steps += [(os.path.join(root, a), os.path.join(root, b))
+              for a, b in rename.items()]
+    steps.append((os.path.join(root, new), root))
+    for src_dir, dst_dir in steps:
+      moves += [(os.path.join(src_dir, n), os.path.join(dst_dir, n))
+                for n in runs_in(src_dir)]
+  left = set()
+  for src, dst in moves:
+    if os.path.exists(dst) and dst not in left:
+      raise RelabelError(f'cannot move {src} to {dst}: {dst} exists; move '
+                         'one aside first')
+    left.add(src)
+  return moves
+
+
+@contextlib.contextmanager
+def hold_runs(folders: Sequence[str]):
+  """Holds each run's `.lock` (roxie's, while it trains) without waiting."""
+  with contextlib.ExitStack() as stack:
+    for folder in folders:
+      path = os.path.join(folder, '.lock')
+      if not os.path.exists(path):
+        continue
+      f = stack.enter_context(open(path, 'a'))
+      try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+      except OSError:
+        raise RelabelError(f'{folder} is being trained right now (its .lock '
+                           'is held); stop that job first') from None
+    yield
+
+
 def _pairs(items: Sequence[str], flag: str) -> Dict[str, str]:
   out = {}
   for item in items:
@@ -228,10 +288,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                       help='a changed field\'s old default (repeat per field)')
   parser.add_argument('--rename', action='append', default=[],
                       metavar='OLD=NEW', help='rename another variant')
+  parser.add_argument('--runs', action='append', default=[], metavar='DIR',
+                      help='a dmc.py --runs folder whose run folders to move '
+                           '(repeatable)')
   args = parser.parse_args(argv)
   try:
     was, rename = _pairs(args.was, '--was'), _pairs(args.rename, '--rename')
     plan(args.files, args.agent, args.new, args.old_name, was, rename)
+    moves = plan_moves(args.runs, args.agent, args.new, args.old_name,
+                       rename)
+    with hold_runs([src for src, _ in moves]):
+      pass  # None is being trained (checked again below, held throughout).
   except RelabelError as e:  # Checked before any lock file is made.
     print(f'relabel_default.py: {e}', file=sys.stderr)
     return 2
@@ -239,10 +306,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
   # a job appending its rows meanwhile waits, then appends to the new file
   # (unlocked, an append after the read went to the old file, and was lost
   # with it). Rows appended between the two plans are planned with the rest.
-  with dmc.locked_all(args.files):
+  with dmc.locked_all(args.files), contextlib.ExitStack() as runs_held:
     try:
       planned = plan(args.files, args.agent, args.new, args.old_name, was,
                      rename)
+      moves = plan_moves(args.runs, args.agent, args.new, args.old_name,
+                         rename)
+      runs_held.enter_context(hold_runs([src for src, _ in moves]))
     except RelabelError as e:
       print(f'relabel_default.py: {e}', file=sys.stderr)
       return 2
@@ -250,6 +320,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
       if changed:
         write(path, header, rows)
       print(f'{path}: {changed} {args.agent} rows relabelled')
+    for src, dst in moves:
+      os.makedirs(os.path.dirname(dst), exist_ok=True)
+      os.rename(src, dst)
+      print(f'moved {src} -> {dst}')
   return 0
 
 

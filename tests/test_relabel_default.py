@@ -144,3 +144,73 @@ def test_an_append_during_the_relabel_lands_in_the_new_file(tmp_path,
   assert rows[-1] == ('sac', 'default', '')  # The job's row, last.
   assert len(rows) == len(BEFORE) + 1
   assert ('d4pg', 'default', '') in rows  # And the relabel's.
+
+
+def _runs(root, folders):
+  """Run folders, each holding a file that names where it was made."""
+  for folder in folders:
+    path = os.path.join(root, folder)
+    os.makedirs(path)
+    with open(os.path.join(path, 'origin'), 'w') as f:
+      f.write(folder)
+
+
+def _origins(root):
+  out = {}
+  for dirpath, _, files in os.walk(root):
+    if 'origin' in files:
+      with open(os.path.join(dirpath, 'origin')) as f:
+        out[os.path.relpath(dirpath, root)] = f.read()
+  return out
+
+
+def test_runs_move_with_their_rows(tmp_path):
+  results, curves = _files(tmp_path)
+  runs = tmp_path / 'runs'
+  _runs(runs, ['d4pg-CheetahRun-seed0', 'd4pg-CheetahRun-seed1',
+               'lr1e-3-obsnorm/d4pg-CheetahRun-seed0',
+               'obsnorm/d4pg-FingerSpin-seed2',
+               'warmup5k/d4pg-CheetahRun-seed0',
+               # Another recipe's, a legacy name and a file stay put.
+               'sac-CheetahRun-seed0', 'd4pg-CheetahRun-seed0-old'])
+  (runs / 'd4pg-notes.txt').write_text('x')
+  assert relabel_default.main(ARGS + [results, curves, '--runs',
+                                      str(runs)]) == 0
+  assert _origins(runs) == {
+      'lr3e-4-noobsnorm/d4pg-CheetahRun-seed0': 'd4pg-CheetahRun-seed0',
+      'lr3e-4-noobsnorm/d4pg-CheetahRun-seed1': 'd4pg-CheetahRun-seed1',
+      # The new default's run takes the name its old default's just left.
+      'd4pg-CheetahRun-seed0': 'lr1e-3-obsnorm/d4pg-CheetahRun-seed0',
+      'lr3e-4/d4pg-FingerSpin-seed2': 'obsnorm/d4pg-FingerSpin-seed2',
+      'warmup5k/d4pg-CheetahRun-seed0': 'warmup5k/d4pg-CheetahRun-seed0',
+      'sac-CheetahRun-seed0': 'sac-CheetahRun-seed0',
+      'd4pg-CheetahRun-seed0-old': 'd4pg-CheetahRun-seed0-old'}
+  assert (runs / 'd4pg-notes.txt').exists()
+
+
+@pytest.mark.parametrize('trouble', ['taken', 'training'])
+def test_a_run_that_cannot_move_stops_it_before_anything_is_written(
+    tmp_path, trouble):
+  import fcntl  # pylint: disable=g-import-not-at-top
+  results, curves = _files(tmp_path)
+  runs = tmp_path / 'runs'
+  _runs(runs, ['d4pg-CheetahRun-seed0', 'lr1e-3-obsnorm/d4pg-CheetahRun-seed1'])
+  if trouble == 'taken':  # The old default's run would land on this one.
+    _runs(runs, ['lr3e-4-noobsnorm/d4pg-CheetahRun-seed0'])
+    match = 'exists'
+  else:  # A job trains the new default's seed 1 now: it holds the lock.
+    held = open(runs / 'lr1e-3-obsnorm/d4pg-CheetahRun-seed1/.lock', 'a')
+    fcntl.flock(held, fcntl.LOCK_EX)
+    match = 'being trained'
+  before = _origins(runs)
+  with open(results) as f:
+    text = f.read()
+  proc = subprocess.run(
+      [sys.executable, SCRIPT, *ARGS, results, curves, '--runs', str(runs)],
+      capture_output=True, text=True, check=False)
+  assert proc.returncode == 2, proc.stderr
+  assert match in proc.stderr
+  assert _origins(runs) == before
+  with open(results) as f:
+    assert f.read() == text
+  assert not [n for n in os.listdir(tmp_path) if n.endswith('.lock')]
