@@ -42,11 +42,13 @@ having read 948 at 400k; `benchmarks/reacher_misses.py` finds such misses
 the policy's, every target within reach). Three cells met against two,
 return / CURL IQM 1.00 [0.98, 1.01] against 0.96 [0.92, 0.98]. At 100k two
 cells against two, IQM 0.84 against 0.85: BallInCup gains most (960 against
-739), CheetahRun 373 against 311, FingerSpin 362 against 467, WalkerWalk 756
+739), CheetahRun 373 against 310, FingerSpin 362 against 467, WalkerWalk 756
 against 795, ReacherEasy 757 against 790, and CartpoleSwingup 639 against
 845 loses its cell, as TD3's and DDPG's did. The critic sits lower against
 its policy's value with one step (Q at 0.65-0.69 of the return's value on
-CheetahRun at 500k, against 0.73-0.76).
+CheetahRun at 500k, against 0.73-0.76). Two-step targets (`n2`) keep
+CartpoleSwingup's 100k cell (857) and read 850 on ReacherEasy there; at
+500k they are unmeasured for TD4.
 
 Support and the published large-scale settings are D4PG's. This file states
 only the differences; init, act, the update's skeleton, exploration, replay
