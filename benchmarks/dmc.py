@@ -833,4 +833,9 @@ def main(argv=None) -> int:
 
 if __name__ == '__main__':
   sys.path.insert(0, HERE)
+  # One module, not two: the report's `import dmc` (dmc_report.py) would
+  # load this file again, with its own locks' registry and the code on disk
+  # then. A job whose own write_report held the CSVs' locks hung so, for
+  # good, when that newer copy took them again.
+  sys.modules['dmc'] = sys.modules[__name__]
   sys.exit(main())

@@ -747,3 +747,26 @@ def test_the_lock_is_reentrant_within_a_thread_and_excludes_others(tmp_path):
   worker.join(30)
   assert done.is_set()  # Before the fix the thread hung in the report.
   assert results.read_text().count('\n') == 3
+
+
+def test_run_as_a_script_dmc_is_one_module(tmp_path):
+  # Bug reproduced: `python benchmarks/dmc.py` runs as __main__, and its
+  # report's `import dmc` loaded the file a second time: two lock
+  # registries, and code as it was on disk then. A job whose write_report
+  # held the CSVs' locks hung in that second copy taking them again.
+  results, curves = tmp_path / 'dmc.csv', tmp_path / 'curves.csv'
+  dmc.append_row(str(results), dmc.COLUMNS, {c: '1' for c in dmc.COLUMNS})
+  curves.write_text(','.join(dmc.CURVE_COLUMNS) + '\n')
+  code = (
+      'import runpy, sys\n'
+      f'sys.argv = ["dmc.py", "--report", "--results", {str(results)!r}, '
+      f'"--curves", {str(curves)!r}]\n'
+      'try:\n'
+      f'  runpy.run_path({dmc.__file__!r}, run_name="__main__")\n'
+      'except SystemExit as e:\n'
+      '  assert not e.code, e.code\n'
+      'print(sys.modules["dmc"].__name__)\n')
+  proc = subprocess.run([sys.executable, '-c', code], capture_output=True,
+                        text=True, check=False, timeout=300)
+  assert proc.returncode == 0, proc.stderr
+  assert proc.stdout.split()[-1] == '__main__'  # Not a second copy, 'dmc'.
