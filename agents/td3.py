@@ -38,8 +38,9 @@ back faster: 408 / 842 / 458 at 100k against 843 / 871 / 845 (seeds 0 and 2
 read 626 and 706 at 200k and pass 800 by 380k), and 800 at 161k env steps
 and 109 CPU s against 90k and 64 (`cartpole_curves.py`, seed 0; the 3-step
 figures are docs/PERFORMANCE.md's), inside the 10 minutes issue 13 allows.
-Two-step targets (`n2`) keep CartpoleSwingup (860 at 100k) but take only
-part of CheetahRun's gain (470 at 200k, between 419 and 530). The critic did
+Two-step targets (`n2`) keep CartpoleSwingup (860 at 100k) and most of
+CheetahRun's gain: 407 at 100k (392 with one step, 340 with three), 533 at
+200k (530, 419), 627 [578, 713] at 500k (650, 521). The critic did
 not gain by sitting closer to its policy's value: on CheetahRun at 500k its
 Q is 0.53-0.57 of the discounted value of the return, against 0.71-0.81 with
 3-step targets; our guess at the cost is the uncorrected 3-step window,
