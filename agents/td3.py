@@ -40,9 +40,12 @@ and 109 CPU s against 90k and 64 (`cartpole_curves.py`, seed 0; the 3-step
 figures are docs/PERFORMANCE.md's), inside the 10 minutes issue 13 allows.
 Two-step targets (`n2`) keep CartpoleSwingup (860 at 100k) and most of
 CheetahRun's gain: 407 at 100k (392 with one step, 340 with three), 533 at
-200k (530, 419), 627 [578, 713] at 500k (650, 521). The critic did
-not gain by sitting closer to its policy's value: on CheetahRun at 500k its
-Q is 0.53-0.57 of the discounted value of the return, against 0.71-0.81 with
+200k (530, 419), 627 [578, 713] at 500k (650, 521); on FingerSpin they
+read 917 at 500k (891, 786) and on BallInCup 966 (973, 964). Their 100k
+column meets three cells to one step's two (return / CURL IQM 0.92
+against 0.91); at 500k it is not yet whole. With one step the critic
+did not gain by sitting closer to its policy's value: on CheetahRun at 500k
+its Q is 0.53-0.57 of the discounted value of the return, against 0.71-0.81 with
 3-step targets; our guess at the cost is the uncorrected 3-step window,
 whose later actions are the behaviour's noisy ones; the metrics do not
 separate it. From pixels the skeleton's 3 stays (`PIXEL_DEFAULTS`;
