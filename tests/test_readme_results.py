@@ -9,7 +9,6 @@ against today's DMC.md, fails here.)
 """
 
 import os
-import re
 
 import pytest
 
