@@ -38,12 +38,15 @@ back faster: 408 / 842 / 458 at 100k against 843 / 871 / 845 (seeds 0 and 2
 read 626 and 706 at 200k and pass 800 by 380k), and 800 at 161k env steps
 and 109 CPU s against 90k and 64 (`cartpole_curves.py`, seed 0; the 3-step
 figures are docs/PERFORMANCE.md's), inside the 10 minutes issue 13 allows.
-Two-step targets (`n2`) keep CartpoleSwingup (860 at 100k) and most of
+Two-step targets (`n2`) keep CartpoleSwingup (839 at 100k) and most of
 CheetahRun's gain: 407 at 100k (392 with one step, 340 with three), 533 at
-200k (530, 419), 627 [578, 713] at 500k (650, 521); on FingerSpin they
-read 917 at 500k (891, 786) and on BallInCup 966 (973, 964). Their 100k
-column meets three cells to one step's two (return / CURL IQM 0.92
-against 0.91); at 500k it is not yet whole. With one step the critic
+200k (530, 419), 627 [578, 713] at 500k (650, 521). They are not the
+default because over the six tasks they are level with one step: return /
+CURL IQM 0.92 against 0.91 at 100k (three cells met against two) and 0.99
+[0.97, 1.01] against 0.99 [0.98, 1.01] at 500k (two against three), where
+FingerSpin reads 917 (891, 786), ReacherEasy 944 (925, 957), BallInCup 966
+(973, 964) and WalkerWalk 912 (962, 944; one seed on a slower gait, 814,
+with its critic level with its return). With one step the critic
 did not gain by sitting closer to its policy's value: on CheetahRun at 500k
 its Q is 0.53-0.57 of the discounted value of the return, against 0.71-0.81 with
 3-step targets; our guess at the cost is the uncorrected 3-step window,
