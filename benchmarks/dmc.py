@@ -58,6 +58,7 @@ import json
 import math
 import os
 import platform
+import re
 import signal
 import subprocess
 import sys
@@ -72,6 +73,8 @@ RESULTS = os.path.join(HERE, 'results')
 STANDARD_TASKS = ('CartpoleSwingup', 'ReacherEasy', 'FingerSpin', 'CheetahRun',
                   'WalkerWalk', 'BallInCup')
 BUDGETS = (100_000, 500_000)
+# A variant names a folder under --runs and the rows of the CSV.
+VARIANT_NAME = re.compile(r'[A-Za-z0-9][A-Za-z0-9._-]*')
 
 COLUMNS = ('agent', 'task', 'seed', 'budget', 'variant', 'overrides',
            'env_steps', 'eval_return', 'eval_return_std', 'eval_episodes',
@@ -648,6 +651,29 @@ def _parse_list(text: str, kind, what: str) -> List:
   return items
 
 
+def check_overrides(agents: Sequence[str],
+                    overrides: Sequence[Tuple[str, str]]) -> None:
+  """Raises UsageError unless `--set` makes a run of every agent.
+
+  As `roxie train` would check them, before anything trains or is written:
+  a field the recipe's Config lacks, a value of the wrong type or out of
+  range, a run setting (num_envs, action_repeat) that is not one.
+  """
+  if not overrides:
+    return
+  from roxie import config as config_lib  # pylint: disable=g-import-not-at-top
+  from roxie.run import config as run_config  # pylint: disable=g-import-not-at-top
+  from roxie.run.errors import RunError  # pylint: disable=g-import-not-at-top
+  sets = dict(overrides)
+  for agent in agents:
+    try:
+      module, cfg = run_config.resolve_config(agent, sets)
+      run = run_config.resolve_run_defaults(module, sets)
+      config_lib.validate(cfg, num_envs=run.num_envs)
+    except (config_lib.ConfigError, RunError) as e:
+      raise UsageError(f'--set does not make a {agent} run: {e}') from None
+
+
 def parse_args(argv=None):
   p = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
   p.add_argument('--agents', default='sac')
@@ -659,8 +685,9 @@ def parse_args(argv=None):
   p.add_argument('--set', dest='sets', action='append', default=[],
                  metavar='FIELD=VALUE', help='config override (repeatable)')
   p.add_argument('--variant', default=None,
-                 help="label of this configuration in the CSV (default: "
-                      "'default' without --set, else required)")
+                 help="label of this configuration in the CSV and its "
+                      "run folders (letters, digits, '.', '_', '-'); "
+                      "'default' without --set, which then needs another")
   p.add_argument('--eval-every', type=int, default=20_000)
   p.add_argument('--eval-episodes', type=int, default=10)
   p.add_argument('--episode-length', type=int, default=None,
@@ -695,7 +722,11 @@ def parse_args(argv=None):
   args.seeds = list(range(seeds[0])) if (
       len(seeds) == 1 and ',' not in args.seeds) else seeds
   if not args.seeds:
-    raise UsageError('--seeds: no seeds')
+    raise UsageError(f'--seeds {seeds[0]} '
+                     'asks for no seeds (N alone means seeds 0..N-1); for '
+                     'seed 0 alone write --seeds 0,')
+  if min(args.seeds) < 0:
+    raise UsageError('--seeds: seeds are >= 0')
   args.budgets = sorted(set(_parse_list(args.budgets, int, 'budgets')))
   if args.budgets[0] <= 0:
     raise UsageError('--budgets must be positive env-step counts')
@@ -712,6 +743,15 @@ def parse_args(argv=None):
       raise UsageError('--set and --episode-length need --variant NAME: it '
                        'labels these rows in the CSV beside the defaults')
     args.variant = 'default'
+  elif not VARIANT_NAME.fullmatch(args.variant):
+    raise UsageError(f'--variant {args.variant!r}: use letters, digits, '
+                     "'.', '_' and '-' (it names a folder under --runs and "
+                     'the rows in the CSV), e.g. n2 or lr3e-4')
+  elif args.variant == 'default' and (args.overrides or args.episode_length):
+    raise UsageError("--variant default labels each recipe's own defaults; "
+                     'rows made with --set or --episode-length need a name '
+                     'of their own, e.g. --variant n2')
+  check_overrides(args.agents, args.overrides)
   if args.machine is not None:
     args.machine = args.machine.strip()
     if not args.machine or not args.machine.isprintable():

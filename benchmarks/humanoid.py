@@ -263,6 +263,13 @@ def parse_args(argv=None) -> argparse.Namespace:
       '-', '').isalnum():
     raise UsageError(f'--variant {args.variant!r}: letters, digits, _, . and '
                      '- only (it names run folders)')
+  if ((args.variant == 'default' and (sets or args.large))
+      or (args.variant == 'large' and (sets or not args.large))):
+    meant = ("the release's large settings (--large) alone"
+             if args.variant == 'large' else "each recipe's defaults alone")
+    raise UsageError(f'--variant {args.variant} labels {meant}; rows made '
+                     'with other settings need a name of their own, e.g. '
+                     '--variant n2')
   # Each agent's settings, checked now so that bad input writes nothing.
   args.settings, args.large_lines = {}, {}
   for a in args.agents:

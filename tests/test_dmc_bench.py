@@ -140,10 +140,26 @@ def test_tiny_run_writes_its_row_skips_it_when_rerun_and_reports(
     (('--agents', 'nope'), 'unknown agent'),
     (('--tasks', 'Nope'), 'unknown task'),
     (('--seeds', ''), '--seeds is empty'),
-    (('--seeds', '0'), 'no seeds'),
+    (('--seeds', '0'), 'for seed 0 alone write --seeds 0,'),
+    (('--seeds', '0,-1'), 'seeds are >= 0'),
     (('--budgets', '0'), 'positive'),
     (('--set', 'batch_size=32'), '--variant'),
     (('--episode-length', '0', '--variant', 'x'), '--episode-length'),
+    # Bugs reproduced: each of these trained (or started a child that
+    # failed, exit 1, DMC.md rewritten) instead of exiting 2. Rows labelled
+    # `default` with overrides would have stood as the recipe's default.
+    (('--variant', 'default', '--set', 'n_step=2', '--agents', 'td3'),
+     '--variant default labels'),
+    (('--variant', 'default', '--episode-length', '100'),
+     '--variant default labels'),
+    (('--variant', '../up'), '--variant'),
+    (('--variant', 'a,b', '--set', 'n_step=2'), '--variant'),
+    (('--variant', 'x', '--set', 'bogus=1'), 'bogus'),
+    (('--variant', 'x', '--set', 'n_step=abc'), 'n_step'),
+    (('--variant', 'x', '--set', 'n_step=0'), 'n_step must be >= 1'),
+    (('--variant', 'x', '--set', 'num_envs=0'), 'num_envs'),
+    (('--variant', 'x', '--agents', 'td3,ppo', '--set', 'n_step=2'),
+     'does not make a ppo run'),
     (('--machine', ' '), '--machine'),
     (('--machine', 'TPU\nhost'), '--machine'),
 ])
@@ -171,11 +187,15 @@ def test_a_results_file_with_other_columns_is_refused(tmp_path, capsys):
 
 
 def test_a_failed_run_makes_the_exit_status_1_and_writes_no_row(
-    tmp_path, capsys):
-  # The child refuses the misspelt field; dmc.py goes on, then says so.
+    tmp_path, capsys, monkeypatch):
+  # The child refuses an argument dmc.py does not check (a misspelt --set
+  # field, which this test used, is refused before any child since the
+  # fields are checked up front); dmc.py goes on, then says so.
+  command = dmc.new_run_command
+  monkeypatch.setattr(dmc, 'new_run_command',
+                      lambda *a, **k: [*command(*a, **k), '--no-such-flag'])
   code = dmc.main(['--tasks', 'CartpoleBalance', '--seeds', '1', '--budgets',
-                   '1000', '--set', 'batch_sise=3', '--variant', 'bad',
-                   *_paths(tmp_path)])
+                   '1000', *_paths(tmp_path)])
   assert code == 1
   assert 'roxie train exited' in capsys.readouterr().err
   assert not (tmp_path / 'dmc.csv').exists()

@@ -150,6 +150,13 @@ def test_large_refusal_exits_2_and_writes_nothing(tmp_path, monkeypatch,
     (['--set', 'batch_size=abc', '--variant', 'b'], 'batch_size'),
     (['--large', '--set', 'num_envs=0', '--variant', 'b'], 'num_envs'),
     (['--variant', 'a/b'], '--variant'),
+    # Bug reproduced: rows made with --set (or without --large) were
+    # filed under the labels of the default and the large settings.
+    (['--variant', 'default', '--set', 'batch_size=128'], '--variant default'),
+    (['--large', '--variant', 'default'], '--variant default'),
+    (['--variant', 'large'], '--variant large'),
+    (['--large', '--variant', 'large', '--set', 'batch_size=128'],
+     '--variant large'),
 ])
 def test_bad_input_exits_2_and_writes_nothing(tmp_path, capsys, argv,
                                               message):
