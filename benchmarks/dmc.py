@@ -651,27 +651,35 @@ def _parse_list(text: str, kind, what: str) -> List:
   return items
 
 
-def check_overrides(agents: Sequence[str],
-                    overrides: Sequence[Tuple[str, str]]) -> None:
-  """Raises UsageError unless `--set` makes a run of every agent.
+def settings_problem(agent: str, settings: Mapping[str, str]
+                     ) -> Optional[str]:
+  """Why `settings` do not make a run of `agent`; None if they do.
 
   As `roxie train` would check them, before anything trains or is written:
   a field the recipe's Config lacks, a value of the wrong type or out of
-  range, a run setting (num_envs, action_repeat) that is not one.
+  range, a run setting (num_envs, action_repeat) that is not one. (Also
+  humanoid.py's check of each agent's settings.)
   """
-  if not overrides:
-    return
   from roxie import config as config_lib  # pylint: disable=g-import-not-at-top
   from roxie.run import config as run_config  # pylint: disable=g-import-not-at-top
-  from roxie.run.errors import RunError  # pylint: disable=g-import-not-at-top
-  sets = dict(overrides)
+  try:
+    module, cfg = run_config.resolve_config(agent, settings)
+    run = run_config.resolve_run_defaults(module, settings)
+    config_lib.validate(cfg, num_envs=run.num_envs)
+  except (ValueError, TypeError) as e:  # ConfigError and RunError among them
+    return str(e)
+  return None
+
+
+def check_overrides(agents: Sequence[str],
+                    overrides: Sequence[Tuple[str, str]]) -> None:
+  """Raises UsageError unless `--set` makes a run of every agent."""
+  if not overrides:
+    return
   for agent in agents:
-    try:
-      module, cfg = run_config.resolve_config(agent, sets)
-      run = run_config.resolve_run_defaults(module, sets)
-      config_lib.validate(cfg, num_envs=run.num_envs)
-    except (config_lib.ConfigError, RunError) as e:
-      raise UsageError(f'--set does not make a {agent} run: {e}') from None
+    problem = settings_problem(agent, dict(overrides))
+    if problem:
+      raise UsageError(f'--set does not make a {agent} run: {problem}')
 
 
 def parse_args(argv=None):

@@ -226,7 +226,7 @@ def parse_args(argv=None) -> argparse.Namespace:
   p.add_argument('--report', action='store_true',
                  help=f'only write {MARKDOWN} from the CSVs')
   args = p.parse_args(argv)
-  from roxie import agents, config as config_lib  # pylint: disable=g-import-not-at-top
+  from roxie import agents  # pylint: disable=g-import-not-at-top
   args.agents = dmc._parse_list(args.agents, str.lower, 'agents')  # pylint: disable=protected-access
   for a in args.agents:
     if a not in agents.AGENTS:
@@ -259,8 +259,7 @@ def parse_args(argv=None) -> argparse.Namespace:
       raise UsageError('--set needs --variant NAME: it labels these rows in '
                        'the CSV beside the defaults')
     args.variant = 'large' if args.large else 'default'
-  if not args.variant.replace('_', '').replace('.', '').replace(
-      '-', '').isalnum():
+  if not dmc.VARIANT_NAME.fullmatch(args.variant):
     raise UsageError(f'--variant {args.variant!r}: letters, digits, _, . and '
                      '- only (it names run folders)')
   if ((args.variant == 'default' and (sets or args.large))
@@ -283,14 +282,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     if len(repeats) == 1:  # 1 for all three humanoid tasks (a run setting).
       settings['action_repeat'] = str(repeats.pop())
     settings.update(dict(sets))
-    try:
-      from roxie import run as run_lib  # pylint: disable=g-import-not-at-top
-      run_settings = run_lib.resolve_run_defaults(module, settings)
-      config_lib.validate(config_lib.apply_overrides(
-          module.Config(), run_lib.split_overrides(settings)[1]),
-          num_envs=run_settings.num_envs)
-    except (config_lib.ConfigError, ValueError, TypeError) as e:
-      raise UsageError(f'{a}: {e}') from None
+    problem = dmc.settings_problem(a, settings)
+    if problem:
+      raise UsageError(f'{a}: {problem}')
     args.settings[a] = settings
   args.user_sets = sets
   return args
